@@ -1,0 +1,28 @@
+# Two commands do all the set-up: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/asr-batch convert data/sample --out out
+	@echo
+	@echo "Example: tokens per model, with how many responses lack a final usage report"
+	$(BIN)/asr-batch sql out "select model, count(*) as inferences, sum(output_total_tokens) as output_tokens, count(*) filter (where not usage_complete) as incomplete from inferences group by model order by inferences desc"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,3 @@
+from batch.cli import main
+
+main()

@@ -1,0 +1,159 @@
+"""Command line: parse options, call the library, render. The only module that imports typer."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+
+from batch.errors import BatchError
+from batch.pipeline import DEFAULT_BATCH_BYTES, ConvertResult, convert
+from batch.schema import markdown
+from batch.sources.claude_code import default_source
+from batch.version import VERSION
+from batch.write import MANIFEST, view_sql
+
+app = typer.Typer(
+    help="Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"asr-batch {VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB."""
+
+
+@app.command("convert")
+def convert_cmd(
+    sources: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Claude Code projects folders or .jsonl files. "
+            "Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")] = Path("asr-out"),
+    batch_mb: Annotated[
+        int, typer.Option("--batch-mb", min=1, help="Input MiB per batch (bounds memory).")
+    ] = DEFAULT_BATCH_BYTES >> 20,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb."""
+    paths = list(sources) if sources else [default_source()]
+    with _progress(quiet) as progress:
+        result = convert(paths, out, batch_bytes=batch_mb << 20, progress=progress)
+    if not quiet:
+        typer.echo(_summary(result))
+
+
+@app.command("sql")
+def sql_cmd(
+    out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
+    query: Annotated[
+        str | None, typer.Argument(help="SQL to run over the tables; omit to print the view definitions.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print at most.")] = 40,
+) -> None:
+    """Run a DuckDB query over an output folder, every table available by name."""
+    if not (out / MANIFEST).is_file():
+        raise BatchError(f"{out}: no {MANIFEST} here. Pass a folder written by `asr-batch convert`.")
+    statements = view_sql(out.resolve())
+    if query is None:
+        typer.echo(";\n".join(statements) + ";")
+        return
+    with duckdb.connect() as con:
+        for stmt in statements:
+            con.execute(stmt)
+        try:
+            rel = con.sql(query)
+        except duckdb.Error as exc:
+            raise BatchError(f"query failed: {exc}") from exc
+        if rel is None:
+            return
+        typer.echo(_table(rel, limit))
+
+
+@app.command("schema")
+def schema_cmd() -> None:
+    """Print every output table and column as Markdown."""
+    typer.echo(markdown())
+
+
+def _table(rel: duckdb.DuckDBPyRelation, limit: int) -> str:
+    rows = rel.limit(limit).fetchall()
+    cols = rel.columns
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(cols)]
+    line = lambda vals: "  ".join(v[:60].ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(cols), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+class _progress:
+    """A progress bar on stderr, fed with bytes converted; silent when quiet or not a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar = None
+
+    def __enter__(self):
+        if self.quiet:
+            return None
+        return self._update
+
+    def _update(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = typer.progressbar(length=max(total, 1), label="converting", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.bar.pos)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def _summary(r: ConvertResult) -> str:
+    t = r.tables
+    mib = sum(i["size"] for i in r.manifest["inputs"]) / (1 << 20)
+    lines = [
+        f"Converted {r.inputs} files ({mib:.1f} MiB, {r.lines} lines) in {r.seconds:.1f}s into {r.out}",
+        f"  sessions {t['sessions']}  records {t['records']}  parts {t['parts']}  inferences {t['inferences']}  "
+        f"tool_calls {t['tool_calls']}  lineage {t['lineage']}",
+        f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  losses {t['losses']}",
+        f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
+    ]
+    return "\n".join(lines)
+
+
+# typer vendors click; its UsageError (bad option, missing argument) is BadParameter's base.
+_UsageError = typer.BadParameter.__mro__[1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; a user error becomes one `Error: ...` line and exit code 1."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except (BatchError, _UsageError) as exc:
+        message = exc.format_message() if isinstance(exc, _UsageError) else str(exc)
+        typer.echo(f"Error: {message}", err=True)
+        raise SystemExit(1) from None
+    except typer.Abort:
+        typer.echo("Error: interrupted; the previous output, if any, is unchanged.", err=True)
+        raise SystemExit(130) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -1,0 +1,296 @@
+"""The order of steps, declared once: discover -> load -> shape -> fold (SQL) -> write -> finalize."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from batch import sql
+from batch.errors import SourceError
+from batch.schema import (
+    INFERENCE_OBSERVATIONS,
+    INFERENCES,
+    LINEAGE,
+    LOSSES,
+    PARTS,
+    RECORDS,
+    REJECTS,
+    SESSIONS,
+    SOURCE_LINES,
+    TOOL_CALLS,
+)
+from batch.sources.claude_code import Discovery, SourceFile, batches, discover, read_lines
+from batch.transforms.classify import classify
+from batch.transforms.recover import OBJECT_SCHEMA, recover
+from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
+from batch.write import Output
+
+DEFAULT_BATCH_BYTES = 256 << 20
+WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
+
+USAGE_SELECTION = (
+    "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
+    "usage and stop reason come from the latest native observation of the response. Across streams "
+    "(resume and fork copies), the observation with a stop reason is selected first, then the largest "
+    "output count, then the smallest session_key and position. Every observation is kept in "
+    "inference_observations. Synthetic API-error lines are not inferences; usage is never read from "
+    "progress copies or toolUseResult.usage. Missing fields are null, never 0."
+)
+COVERAGE = (
+    "Claude Code JSONL written by versions 1.0.17 to 2.1.114 is covered on real-transcript evidence "
+    "(tests/fixtures/corpus); other versions are read with the same rules but unqualified. Fields "
+    "decoded into columns are those of sql/observations.sql and sql/parts.sql; every other field is "
+    "kept verbatim in records.native, parts.native or source_lines.native."
+)
+UNASSIGNED = (
+    "No fact without established session ownership is exported in this version: "
+    "_meta['com.anthropic.claude-code/unassigned'] is empty."
+)
+
+
+@dataclass
+class ConvertResult:
+    """What a conversion wrote."""
+
+    out: Path
+    tables: dict[str, int]
+    inputs: int
+    lines: int
+    rejected_lines: int
+    foreign_files: int
+    seconds: float
+    manifest: dict = field(repr=False)
+
+
+@dataclass
+class _Batch:
+    files: list[SourceFile]
+    inputs: list[dict]
+    counts: dict[str, int]
+
+
+def convert(
+    sources: list[Path],
+    out: Path,
+    *,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> ConvertResult:
+    """Convert Claude Code transcripts under `sources` into ASR Parquet tables in `out`.
+
+    `progress(done_bytes, total_bytes)` is called after each batch.
+    """
+    started = time.perf_counter()
+    found = discover(sources)
+    output = Output(out)
+    try:
+        groups = batches(found.files, max_bytes=batch_bytes) or [[]]
+        total = sum(f.size for f in found.files)
+        done = 0
+        inputs: list[dict] = []
+        counts: dict[str, int] = {}
+        with duckdb.connect() as con:
+            for index, files in enumerate(groups):
+                result = _convert_batch(con, files, output, index)
+                inputs.extend(result.inputs)
+                for k, v in result.counts.items():
+                    counts[k] = counts.get(k, 0) + v
+                done += sum(f.size for f in files)
+                if progress:
+                    progress(done, total)
+        with duckdb.connect() as con:
+            counts.update(_finalize(con, output))
+        inputs.sort(key=lambda i: i["path"])
+        manifest = _manifest(found, inputs, counts)
+        output.write_manifest(manifest)
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+    return ConvertResult(
+        out=output.out,
+        tables={k: counts.get(k, 0) for k in manifest["tables"]},
+        inputs=len(inputs),
+        lines=counts.get("source_lines", 0),
+        rejected_lines=manifest["rejected_lines"],
+        foreign_files=manifest["foreign_files"],
+        seconds=time.perf_counter() - started,
+        manifest=manifest,
+    )
+
+
+def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
+    # Several files can hold the same stream (copies of one session): the largest ranks first.
+    ranked = sorted(range(len(files)), key=lambda i: (files[i].session_key, -files[i].size, files[i].name))
+    rank: dict[int, int] = {}
+    previous, r = None, 0
+    for i in ranked:
+        r = r + 1 if files[i].session_key == previous else 0
+        previous = files[i].session_key
+        rank[i] = r
+    return pl.DataFrame(
+        {
+            "file_idx": list(range(len(files))),
+            "source_file": [f.name for f in files],
+            "session_key": [f.session_key for f in files],
+            "session_id": [f.session_id for f in files],
+            "stream_kind": [f.stream_kind for f in files],
+            "parent_session_id": [f.parent_session_id for f in files],
+            "agent_id": [f.agent_id for f in files],
+            "sidecar": [f.sidecar for f in files],
+            "content_level": [f.content_level for f in files],
+            "producer_source": [f.producer_source for f in files],
+            "file_rank": [rank[i] for i in range(len(files))],
+        },
+        schema={
+            "file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "session_id": pl.String,
+            "stream_kind": pl.String, "parent_session_id": pl.String, "agent_id": pl.String,
+            "sidecar": pl.String, "content_level": pl.String, "producer_source": pl.String,
+            "file_rank": pl.Int32,
+        },
+    )
+
+
+def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], output: Output, index: int) -> _Batch:
+    lines, digests = read_lines(files)
+    blank = pl.col("text").str.strip_chars() == ""
+    blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
+    lines = lines.filter(~blank)
+    con.register("batch_lines", lines)
+    checks = sql.frame(con, "line_checks")
+    lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
+    recovered, rejects = recover(lines.filter(~pl.col("is_object")).select("file_idx", "line", "text", "has_newline"))
+    objects = pl.concat(
+        [
+            lines.filter(pl.col("is_object")).select(
+                "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
+            ),
+            recovered,
+        ]
+    ).cast(OBJECT_SCHEMA)
+    files_frame = _files_frame(files)
+    con.register("batch_objects", objects)
+    con.register("batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
+    observations = sql.frame(con, "observations")
+
+    # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
+    typed = observations.filter(pl.col("native_type").is_not_null()).get_column("file_idx").unique()
+    nonblank = lines.group_by("file_idx").len()
+    foreign = nonblank.filter((pl.col("len") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
+    files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
+    observations = observations.filter(~pl.col("file_idx").is_in(foreign.implode()))
+    rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
+    con.register("batch_files", files_frame)
+    con.register("batch_rejects", rejects)
+
+    con.register("classified", classify(observations))
+    sql.materialize(con, "observation_keys")
+    sql.materialize(con, "records_full")
+    parts = sql.frame(con, "parts")
+    con.register("batch_parts", parts)
+    tables = {
+        "records": sql.frame(con, "records_full"),
+        "parts": parts,
+        "tool_calls": sql.frame(con, "tool_calls"),
+        "source_lines": sql.frame(con, "source_lines_out"),
+        "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
+    }
+    counts = {
+        "records": output.write(RECORDS, tables["records"], index),
+        "parts": output.write(PARTS, tables["parts"], index),
+        "tool_calls": output.write(TOOL_CALLS, tables["tool_calls"], index),
+        "source_lines": output.write(SOURCE_LINES, tables["source_lines"], index),
+        "rejects": output.write(REJECTS, tables["rejects"], index),
+    }
+    for name in WORK_TABLES:
+        output.write_work(name, sql.frame(con, name), index)
+
+    per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
+    foreign_set = set(foreign.to_list())
+    inputs = [
+        {
+            "path": f.name,
+            "size": f.size,
+            "sha256": digests[i],
+            "session_key": f.session_key,
+            "stream_kind": f.stream_kind,
+            "lines": per_file.get(f.name, 0),
+            "blank_lines": blank_counts.get(i, 0),
+            "status": "foreign" if i in foreign_set else ("empty" if f.size == 0 else "converted"),
+        }
+        for i, f in enumerate(files)
+    ]
+    return _Batch(files, inputs, counts)
+
+
+def _rejects_out(
+    lines: pl.DataFrame, rejects: pl.DataFrame, files_frame: pl.DataFrame, foreign: pl.Series, files: list[SourceFile]
+) -> pl.DataFrame:
+    names = files_frame.select("file_idx", "source_file")
+    bad = (
+        rejects.join(lines, on=["file_idx", "line"], how="left")
+        .join(names, on="file_idx", how="left")
+        .select(
+            "source_file", "line", "byte_offset", "byte_length", "reason", "detail",
+            first_bytes=pl.col("text").str.slice(0, 120),
+            raw=pl.coalesce(pl.col("raw"), pl.col("text").cast(pl.Binary)),
+        )
+    )
+    whole = (
+        names.filter(pl.col("file_idx").is_in(foreign.implode()))
+        .join(lines.filter(pl.col("line") == 1).select("file_idx", first_bytes=pl.col("text").str.slice(0, 120)),
+              on="file_idx", how="left")
+        .select(
+            "source_file",
+            line=pl.lit(None, pl.Int64),
+            byte_offset=pl.lit(0, pl.Int64),
+            byte_length=pl.col("file_idx").replace_strict({i: f.size for i, f in enumerate(files)}, return_dtype=pl.Int64),
+            reason=pl.lit("foreign_file"),
+            detail=pl.lit("no line is a Claude Code JSON object (for example one pretty-printed JSON document)"),
+            first_bytes="first_bytes",
+            raw=pl.lit(None, pl.Binary),
+        )
+    )
+    return pl.concat([bad, whole]).sort("source_file", "line", nulls_last=False)
+
+
+def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> dict[str, int]:
+    for name in WORK_TABLES:
+        con.read_parquet(output.glob(name, work=True)).create_view(name)
+    for name in ("records", "tool_calls", "source_lines", "rejects"):
+        con.read_parquet(output.glob(name)).create_view(name)
+    counts = {}
+    for table in (INFERENCE_OBSERVATIONS, INFERENCES, LINEAGE, SESSIONS, LOSSES):
+        sql.materialize(con, table.name)
+        counts[table.name] = output.write(table, con.table(table.name).pl())
+    return counts
+
+
+def _manifest(found: Discovery, inputs: list[dict], counts: dict[str, int]) -> dict:
+    rejected = counts.get("rejects", 0)
+    foreign = sum(1 for i in inputs if i["status"] == "foreign")
+    return {
+        "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
+        "producer": {"name": PRODUCER, "version": VERSION},
+        "inputs": inputs,
+        "skipped": [{"path": p, "reason": r} for p, r in sorted(found.skipped)],
+        "tables": {
+            t.name: counts.get(t.name, 0)
+            for t in (SESSIONS, RECORDS, PARTS, INFERENCE_OBSERVATIONS, INFERENCES, TOOL_CALLS, LINEAGE,
+                      SOURCE_LINES, REJECTS, LOSSES)
+        },
+        "rejected_lines": rejected - foreign,
+        "foreign_files": foreign,
+        "losses": counts.get("losses", 0),
+        "export_report": {
+            "usage_selection": USAGE_SELECTION,
+            "coverage": COVERAGE,
+            "unassigned_facts": UNASSIGNED,
+        },
+        "_meta": {"com.anthropic.claude-code/unassigned": []},
+    }

@@ -1,0 +1,334 @@
+"""Arrow schemas of every output table, with the documentation of each column.
+
+This module is the single source of truth for the output contract: the writer casts each
+table to its schema here, and `docs/asr-tables.md` is generated from (and tested against) it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+STR = pa.string()
+I64 = pa.int64()
+I32 = pa.int32()
+BOOL = pa.bool_()
+TS = pa.timestamp("us", tz="UTC")
+JSON = pa.string()  # JSON text; DuckDB reads it with the json functions
+STRS = pa.list_(pa.string())
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str
+    type: pa.DataType
+    doc: str
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    grain: str
+    doc: str
+    cols: tuple[Col, ...]
+    stage: str = "batch"  # "batch": written per batch; "final": written once over all batches
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(
+            [
+                pa.field(c.name, c.type, metadata={"doc": c.doc, **({"json": "1"} if c.json else {})})
+                for c in self.cols
+            ],
+            metadata={"grain": self.grain},
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.cols]
+
+
+def _c(name: str, type_: pa.DataType, doc: str, *, json: bool = False) -> Col:
+    return Col(name, type_, doc, json)
+
+
+POSITION_DOC = (
+    "position in the native transcript (ASR-014): `line:N` for physical line N, "
+    "`line:N#k` for the k-th object recovered from a line holding several"
+)
+
+SESSIONS = Table(
+    "sessions",
+    "one row per stream (a main session, a subagent, or an inline sidechain)",
+    "Streams and what the transcript says about them.",
+    (
+        _c("session_key", STR, "stream key, unique in the output: the sessionId for a main session, "
+           "`<parent sessionId>/<agentId>` for a subagent, `<sessionId>/sidechain-<root uuid>` for an inline 1.0.x sidechain"),
+        _c("session_id", STR, "ASR session ID: the records' sessionId for a main session, the agentId for a subagent"),
+        _c("stream_kind", STR, "main, subagent, or sidechain (inline isSidechain turns of 1.0.x)"),
+        _c("parent_session_key", STR, "session_key of the stream this one belongs to (subagents and sidechains); "
+           "null for a main session (a root is never claimed from one transcript)"),
+        _c("parent_session_id", STR, "native sessionId carried by a subagent's records (its parent's)"),
+        _c("agent_id", STR, "native agentId of a subagent"),
+        _c("agent", STR, "agent that wrote the transcript: claude-code"),
+        _c("producer_method", STR, "how the records were produced: converter"),
+        _c("producer_source", STR, "native format converted: claude-code-jsonl"),
+        _c("content_level", STR, "full for native transcripts; redacted for Entire checkpoints"),
+        _c("started_at", TS, "earliest record timestamp of the stream (UTC)"),
+        _c("ended_at", TS, "latest record timestamp of the stream (UTC)"),
+        _c("cwd", STR, "first working directory recorded"),
+        _c("cwds", STRS, "every distinct working directory, in first-seen order"),
+        _c("git_branch", STR, "first non-empty git branch recorded"),
+        _c("versions", STRS, "every Claude Code version that wrote lines of the stream, in first-seen order"),
+        _c("title", STR, "latest title: custom-title beats ai-title beats the newest summary line of the file"),
+        _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
+        _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
+        _c("description", STR, "subagent description from the sidecar .meta.json"),
+        _c("source_files", STRS, "input files holding the stream"),
+        _c("record_count", I64, "rows of this stream in records"),
+        _c("line_count", I64, "rows of this stream's files in source_lines"),
+        _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
+    ),
+)
+
+RECORDS = Table(
+    "records",
+    "one row per ASR record",
+    "Every record of every stream, ordered by `seq` (file position, never timestamp).",
+    (
+        _c("record_id", STR, "stable ID: `<session_key>:<native key>`; the native key is the uuid, "
+           "`msg:<message.id>` for a folded response, or the position for lines without uuid"),
+        _c("session_key", STR, "stream of the record (sessions.session_key)"),
+        _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
+        _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
+           "checkpoint, queue_operation, progress, attachment, error, turn_stats, unknown"),
+        _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
+        _c("source_file", STR, "input file path, as given or discovered"),
+        _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),
+        _c("timestamp", TS, "native timestamp of the kept observation (UTC); not used for ordering"),
+        _c("author", STR, "who wrote it: human, model, agent, harness, hook or tool; null when the transcript does not say"),
+        _c("origin", STR, "how it entered: prompt, steer, injected, command, inter_session, tool, compaction; null when unknown"),
+        _c("via", STR, "channel it came through (channel for MCP channel messages), else null"),
+        _c("parent_record_id", STR, "record holding the native parentUuid; null for roots and dangling parents"),
+        _c("logical_parent_record_id", STR, "record holding logicalParentUuid (compact boundaries)"),
+        _c("turn_id", STR, "turn: the prompt's promptId, carried forward to the records that follow it"),
+        _c("native_type", STR, "native `type` of the line"),
+        _c("native_subtype", STR, "native subtype: system subtype, attachment type, progress data type, queue operation"),
+        _c("uuid", STR, "native uuid (first line for a folded response)"),
+        _c("parent_uuid", STR, "native parentUuid"),
+        _c("message_id", STR, "native message.id (assistant responses)"),
+        _c("inference_id", STR, "inference this response belongs to (assistant message.id), null for synthetic error lines"),
+        _c("request_id", STR, "native requestId (HTTP request, not the inference ID)"),
+        _c("model", STR, "message.model"),
+        _c("is_sidechain", BOOL, "native isSidechain"),
+        _c("is_meta", BOOL, "native isMeta"),
+        _c("is_api_error", BOOL, "synthetic assistant record flagged isApiErrorMessage (a failed attempt)"),
+        _c("assembly_mode", STR, "folded when the record was assembled from several lines sharing message.id (ASR-511)"),
+        _c("observation_count", I64, "input objects folded or deduplicated into this record"),
+        _c("has_revision_history", BOOL, "a uuid of this record was written again with different content "
+           "(the overwritten snapshots are kept in source_lines.native)"),
+        _c("cwd", STR, "native cwd at write time"),
+        _c("git_branch", STR, "native gitBranch at write time"),
+        _c("version", STR, "Claude Code version that wrote the kept observation"),
+        _c("native", JSON, "the kept observation, verbatim JSON", json=True),
+    ),
+)
+
+PARTS = Table(
+    "parts",
+    "one row per content block of a record",
+    "Content blocks in order; a folded response lists the distinct blocks of all its lines in first-seen order.",
+    (
+        _c("record_id", STR, "record the block belongs to"),
+        _c("session_key", STR, "stream of the record"),
+        _c("part_index", I64, "0-based index of the block in the record"),
+        _c("part_type", STR, "text, thinking, redacted_thinking, tool_use, tool_result, image, document, data, or the native block type"),
+        _c("text", STR, "text of a text block, thinking of a thinking block, or a tool result's text content"),
+        _c("call_id", STR, "tool_use.id, or tool_result.tool_use_id"),
+        _c("tool_name", STR, "tool_use.name"),
+        _c("tool_input", JSON, "tool_use.input", json=True),
+        _c("is_error", BOOL, "tool_result.is_error (null when absent)"),
+        _c("media_type", STR, "image or document source media type"),
+        _c("source_line", I64, "physical line the block was first seen on"),
+        _c("native", JSON, "the block, verbatim JSON", json=True),
+    ),
+)
+
+_USAGE_COLS = (
+    _c("input_uncached_tokens", I64, "usage.input_tokens: input not read from or written to cache; null when not reported"),
+    _c("input_total_tokens", I64, "input_tokens + cache_read + cache_write; null when any is not reported"),
+    _c("input_includes_cache", BOOL, "true: input_total_tokens includes cache reads and writes"),
+    _c("cache_read_tokens", I64, "usage.cache_read_input_tokens"),
+    _c("cache_write_tokens", I64, "usage.cache_creation_input_tokens (the aggregate, ASR-326)"),
+    _c("cache_write_5m_tokens", I64, "usage.cache_creation.ephemeral_5m_input_tokens (the split, kept even when it disagrees with the aggregate)"),
+    _c("cache_write_1h_tokens", I64, "usage.cache_creation.ephemeral_1h_input_tokens"),
+    _c("output_total_tokens", I64, "usage.output_tokens; a lower bound when usage_complete is false"),
+    _c("output_reasoning_tokens", I64, "reasoning output; Claude Code does not report it separately, so null"),
+    _c("service_tier", STR, "usage.service_tier"),
+)
+
+INFERENCE_OBSERVATIONS = Table(
+    "inference_observations",
+    "one row per (stream, inference): the latest native observation of a response in one stream",
+    "Usage evidence: every stream's view of each inference. Exactly one row per inference_id is selected.",
+    (
+        _c("inference_id", STR, "assistant message.id"),
+        _c("session_key", STR, "stream holding this observation"),
+        _c("record_id", STR, "the folded response record in that stream"),
+        _c("model", STR, "message.model"),
+        _c("stop_reason", STR, "stop_reason of the latest observation; null when upstream never wrote it"),
+        *_USAGE_COLS,
+        _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file)"),
+        _c("usage_position", STR, "position of the line the usage was taken from"),
+        _c("usage_source_file", STR, "file of that line"),
+        _c("usage_source_line", I64, "physical line of that line"),
+        _c("line_count", I64, "assistant lines of this response in the stream"),
+        _c("is_selected", BOOL, "this observation is the one reported in inferences"),
+    ),
+)
+
+INFERENCES = Table(
+    "inferences",
+    "one row per inference_id in the whole output",
+    "One usage report per inference, selected across all streams (see the usage selection policy).",
+    (
+        _c("inference_id", STR, "assistant message.id (the provider response ID)"),
+        _c("session_key", STR, "stream of the selected observation"),
+        _c("record_id", STR, "response record of the selected observation"),
+        _c("model", STR, "message.model"),
+        _c("stop_reason", STR, "stop_reason of the selected observation"),
+        *_USAGE_COLS,
+        _c("usage_complete", BOOL, "false when the selected observation has no stop reason: upstream wrote "
+           "streaming placeholders, so output_total_tokens is a lower bound"),
+        _c("usage_source", STR, "where the usage was read: transcript"),
+        _c("usage_position", STR, "position the usage came from"),
+        _c("usage_source_file", STR, "file the usage came from"),
+        _c("usage_source_line", I64, "line the usage came from"),
+        _c("observation_count", I64, "streams that observed this inference (copies from resume or fork included)"),
+    ),
+    stage="final",
+)
+
+TOOL_CALLS = Table(
+    "tool_calls",
+    "one row per tool call (call_id) per stream",
+    "Tool calls joined with their results on call_id.",
+    (
+        _c("call_id", STR, "tool_use.id"),
+        _c("session_key", STR, "stream of the call"),
+        _c("tool_name", STR, "tool name as called"),
+        _c("tool_kind", STR, "execute, edit, read, search, fetch or other (by name, registry entry)"),
+        _c("mcp_server", STR, "server part of an MCP composite name mcp__<server>__<tool>"),
+        _c("provider_kind", STR, "mcp for MCP tools (identity unknown), else null"),
+        _c("requested_by", STR, "model for tool_use blocks"),
+        _c("status", STR, "completed, error, or pending (no result in this capture)"),
+        _c("is_error", BOOL, "tool_result.is_error of the result"),
+        _c("call_record_id", STR, "response record holding the tool_use"),
+        _c("result_record_id", STR, "record holding the tool_result"),
+        _c("call_position", STR, "position of the tool_use line"),
+        _c("result_position", STR, "position of the tool_result line"),
+        _c("called_at", TS, "timestamp of the tool_use line"),
+        _c("result_at", TS, "timestamp of the tool_result line"),
+        _c("input", JSON, "tool_use.input", json=True),
+        _c("result_native", JSON, "toolUseResult of the result line (Claude Code's structured result)", json=True),
+    ),
+)
+
+LINEAGE = Table(
+    "lineage",
+    "one row per (child stream, relation)",
+    "Edges between streams: subagents spawned by a tool call of their parent.",
+    (
+        _c("session_key", STR, "child stream"),
+        _c("relation", STR, "spawned_by"),
+        _c("parent_session_key", STR, "stream holding the spawning tool call; null when not in the output"),
+        _c("call_id", STR, "tool_use.id of the spawning call"),
+        _c("call_record_id", STR, "record holding the spawning tool call"),
+        _c("scope", STR, "subagent or sidechain"),
+        _c("role", STR, "agentType of the subagent"),
+        _c("evidence", STR, "native_field"),
+        _c("evidence_detail", STR, "which native fields establish the edge: sidecar.toolUseId, tool_result.agentId, "
+           "progress.agentId, tool_use.prompt"),
+    ),
+    stage="final",
+)
+
+SOURCE_LINES = Table(
+    "source_lines",
+    "one row per non-blank physical input line (and per recovered object)",
+    "Every input line and what became of it: nothing lost is a query on this table.",
+    (
+        _c("source_file", STR, "input file path"),
+        _c("line", I64, "physical line number, 1-based"),
+        _c("sub", I64, "k for the k-th object recovered from a line (1-based), else null"),
+        _c("byte_offset", I64, "byte offset of the line in the file"),
+        _c("byte_length", I64, "length of the line in bytes, without the newline"),
+        _c("session_key", STR, "stream the line belongs to"),
+        _c("status", STR, "mapped (holds the kept observation), folded (joined into a response), duplicate "
+           "(an earlier or identical observation of a uuid), recovered (one of several objects on a line), "
+           "rejected, or foreign (the file is not Claude Code JSONL)"),
+        _c("reason", STR, "why the line was rejected, recovered or marked duplicate"),
+        _c("record_id", STR, "record the line went into"),
+        _c("native", JSON, "the line's JSON when it is not kept verbatim in records.native "
+           "(folded lines, overwritten snapshots, lines decoded with replacement characters)", json=True),
+    ),
+)
+
+REJECTS = Table(
+    "rejects",
+    "one row per rejected line, or per foreign file",
+    "Input that could not be read as a JSON object.",
+    (
+        _c("source_file", STR, "input file path"),
+        _c("line", I64, "physical line number; null for a foreign file"),
+        _c("byte_offset", I64, "byte offset of the line"),
+        _c("byte_length", I64, "length in bytes"),
+        _c("reason", STR, "invalid_json, truncated_last_line, not_an_object, foreign_file"),
+        _c("detail", STR, "parser message or what the file looks like"),
+        _c("first_bytes", STR, "the first 120 bytes, decoded with replacement"),
+        _c("raw", pa.large_binary(), "the whole line as read (null for a foreign file, which stays on disk)"),
+    ),
+)
+
+LOSSES = Table(
+    "losses",
+    "one row per (stream, loss category)",
+    "Declared losses (ASR-157): what the transcript does not say or the conversion could not keep.",
+    (
+        _c("session_key", STR, "stream the loss applies to; null for the whole run"),
+        _c("category", STR, "loss category"),
+        _c("detail", STR, "what is missing and why"),
+        _c("count", I64, "number of affected items, when countable"),
+    ),
+    stage="final",
+)
+
+TABLES: tuple[Table, ...] = (
+    SESSIONS,
+    RECORDS,
+    PARTS,
+    INFERENCE_OBSERVATIONS,
+    INFERENCES,
+    TOOL_CALLS,
+    LINEAGE,
+    SOURCE_LINES,
+    REJECTS,
+    LOSSES,
+)
+TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+
+def markdown() -> str:
+    """Render every table and column as Markdown, for docs/asr-tables.md."""
+    out = []
+    for t in TABLES:
+        out.append(f"### `{t.name}`\n\nGrain: {t.grain}. {t.doc}\n")
+        out.append("| column | type | meaning |\n|---|---|---|")
+        for c in t.cols:
+            typ = "JSON" if c.json else str(c.type).replace("large_", "")
+            doc = c.doc.replace("|", "\\|")
+            out.append(f"| `{c.name}` | {typ} | {doc} |")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,1 @@
+"""Input kinds: discovery and columnar loading, the only modules that read input files."""

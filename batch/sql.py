@@ -1,0 +1,54 @@
+"""Load SQL files by name and run them on a DuckDB connection.
+
+Each file in sql/ defines one relation and ends in `select * from final`; a failure names the file.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from batch.errors import SqlError
+
+
+def sql_dir() -> Path:
+    """Return the folder of SQL files: inside the installed package, else the checkout's sql/."""
+    packaged = Path(__file__).parent / "sql"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "sql"
+
+
+@cache
+def load(name: str) -> str:
+    """Return the text of sql/<name>.sql."""
+    path = sql_dir() / f"{name}.sql"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SqlError(f"sql/{name}.sql cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
+
+
+def relation(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
+    """Run sql/<name>.sql and return it as a relation."""
+    try:
+        return con.sql(load(name), params=params) if params else con.sql(load(name))
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+
+
+def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> pl.DataFrame:
+    """Run sql/<name>.sql and return the result as a Polars frame."""
+    try:
+        return relation(con, name, params).pl()
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+
+
+def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
+    """Run sql/<name>.sql into a temporary table of the same name."""
+    try:
+        con.execute(f'create or replace temp table "{name}" as\n' + load(name), params or {})
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Pure frame -> frame steps, each named after what it produces."""

@@ -1,0 +1,111 @@
+"""Per-object shaping: ASR record kind, author, origin and folding keys.
+
+Who wrote a message is read from origin.kind, isMeta and the text markers, not from the record
+type (registry entry, "Who wrote a message"); where no marker says, author stays null.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SYNTHETIC_MODEL = "<synthetic>"
+
+SESSION_INFO_TYPES = (
+    "summary", "ai-title", "custom-title", "agent-name", "tag", "last-prompt", "pr-link",
+    "worktree-state", "continued-in", "fork-context-ref", "agent-color", "agent-setting",
+)
+CONFIG_TYPES = ("permission-mode", "mode")
+HOOK_ATTACHMENTS = (
+    "hook_success", "hook_non_blocking_error", "hook_blocking_error", "hook_cancelled",
+    "hook_error_during_execution", "async_hook_response",
+)
+SYSTEM_KINDS = {
+    "compact_boundary": "compaction",
+    "microcompact_boundary": "compaction",
+    "stop_hook_summary": "hook",
+    "local_command": "message",
+    "api_error": "error",
+    "turn_duration": "turn_stats",
+    "away_summary": "message",
+    "informational": "message",
+}
+
+
+def _text_starts(*markers: str) -> pl.Expr:
+    head = pl.col("text_head").fill_null("").str.strip_chars_start()
+    expr = pl.lit(False)
+    for m in markers:
+        expr = expr | head.str.starts_with(m)
+    return expr
+
+
+def classify(obs: pl.DataFrame) -> pl.DataFrame:
+    """Add kind, author, origin, via and the synthetic/tool-result flags to decoded observations."""
+    t = pl.col("native_type")
+    sub = pl.col("native_subtype")
+    is_meta = pl.col("is_meta").fill_null(False)
+    synthetic = (pl.col("model") == SYNTHETIC_MODEL).fill_null(False) | pl.col("is_api_error").fill_null(False)
+    tool_result = (t == "user") & (pl.col("first_block_type") == "tool_result").fill_null(False)
+    compact_summary = (t == "user") & pl.col("is_compact_summary").fill_null(False)
+    origin_kind = pl.col("origin_kind")
+
+    kind = (
+        pl.when(t == "assistant").then(pl.lit("message"))
+        .when(compact_summary).then(pl.lit("compaction"))
+        .when(tool_result).then(pl.lit("tool_result"))
+        .when(t == "user").then(pl.lit("message"))
+        .when(t == "system").then(
+            pl.when(sub.is_null() & pl.col("tool_use_id").is_not_null()).then(pl.lit("hook"))
+            .otherwise(sub.replace_strict(SYSTEM_KINDS, default="unknown", return_dtype=pl.String))
+        )
+        .when(t.is_in(SESSION_INFO_TYPES)).then(pl.lit("session_info"))
+        .when(t.is_in(CONFIG_TYPES)).then(pl.lit("config_change"))
+        .when(t == "file-history-snapshot").then(pl.lit("checkpoint"))
+        .when(t == "queue-operation").then(pl.lit("queue_operation"))
+        .when(t == "progress").then(
+            pl.when(sub == "hook_progress").then(pl.lit("hook")).otherwise(pl.lit("progress"))
+        )
+        .when(t == "attachment").then(
+            pl.when(sub.is_in(HOOK_ATTACHMENTS)).then(pl.lit("hook"))
+            .when(sub == "hook_additional_context").then(pl.lit("message"))
+            .otherwise(pl.lit("attachment"))
+        )
+        .otherwise(pl.lit("unknown"))
+    )
+
+    human = (origin_kind == "human").fill_null(False)
+    author = (
+        pl.when(t == "assistant").then(pl.when(synthetic).then(pl.lit("harness")).otherwise(pl.lit("model")))
+        .when(tool_result).then(pl.lit("tool"))
+        .when(compact_summary).then(pl.lit("harness"))
+        .when((t == "attachment") & (sub == "hook_additional_context")).then(pl.lit("hook"))
+        .when(human).then(pl.lit("human"))
+        .when(origin_kind.is_in(["peer", "coordinator", "observer"]).fill_null(False)).then(pl.lit("agent"))
+        .when(origin_kind == "task-notification").then(pl.lit("harness"))
+        .when(is_meta).then(pl.lit("harness"))
+        .when((t == "user") & _text_starts("<local-command-stdout>")).then(pl.lit("harness"))
+        .when(t.is_in(["system", "attachment", "progress"])).then(pl.lit("harness"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    origin = (
+        pl.when(tool_result).then(pl.lit("tool"))
+        .when(compact_summary).then(pl.lit("compaction"))
+        .when((t == "attachment") & (sub == "queued_command") & human).then(pl.lit("steer"))
+        .when(human).then(pl.lit("prompt"))
+        .when(origin_kind == "peer").then(pl.lit("inter_session"))
+        .when(origin_kind == "task-notification").then(pl.lit("injected"))
+        .when(is_meta | (t == "attachment")).then(pl.lit("injected"))
+        .when(_text_starts("<command-name>", "<command-message>")).then(pl.lit("command"))
+        .when((t == "system") & (sub == "local_command")).then(pl.lit("command"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    via = pl.when(origin_kind == "channel").then(pl.lit("channel")).otherwise(pl.lit(None, dtype=pl.String))
+
+    return obs.with_columns(
+        kind=kind,
+        author=author,
+        origin=origin,
+        via=via,
+        is_synthetic=synthetic & (t == "assistant"),
+        is_compact_summary=compact_summary,
+    )

@@ -1,0 +1,34 @@
+-- inference_candidates: one row per (stream, inference): the latest observation of each
+-- response in one stream. Synthetic API-error lines are not inferences. Usage never comes from
+-- progress copies or toolUseResult.usage (claude-code-format.md 9.3).
+with responses as (
+    select * from records_full where inference_id is not null
+),
+
+final as (
+    select
+        inference_id,
+        session_key,
+        record_id,
+        model,
+        stop_reason,
+        input_tokens as input_uncached_tokens,
+        input_tokens + cache_read_input_tokens + cache_creation_input_tokens as input_total_tokens,
+        case when has_usage then true end as input_includes_cache,
+        cache_read_input_tokens as cache_read_tokens,
+        cache_creation_input_tokens as cache_write_tokens,
+        cache_creation_5m as cache_write_5m_tokens,
+        cache_creation_1h as cache_write_1h_tokens,
+        output_tokens as output_total_tokens,
+        cast(null as bigint) as output_reasoning_tokens,
+        service_tier,
+        'transcript' as usage_source,
+        usage_position,
+        usage_source_file,
+        usage_source_line,
+        line_count,
+        record_first_ord as stream_ord,
+    from responses
+)
+
+select * from final

@@ -1,0 +1,29 @@
+-- inferences: one row per inference_id in the whole output: the selected observation.
+with observations as (
+    select * from inference_observations
+),
+
+copies as (
+    select inference_id, count(*) as observation_count
+    from observations
+    group by inference_id
+),
+
+final as (
+    select
+        o.* exclude (is_selected, line_count),
+        o.stop_reason is not null as usage_complete,
+        c.observation_count,
+    from observations as o
+    join copies as c using (inference_id)
+    where o.is_selected
+)
+
+select
+    inference_id, session_key, record_id, model, stop_reason,
+    input_uncached_tokens, input_total_tokens, input_includes_cache, cache_read_tokens,
+    cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_total_tokens,
+    output_reasoning_tokens, service_tier, usage_complete, usage_source, usage_position,
+    usage_source_file, usage_source_line, observation_count,
+from final
+order by session_key, inference_id

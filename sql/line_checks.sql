@@ -1,0 +1,16 @@
+-- line_checks: one row per non-blank physical line of the batch.
+-- Says whether the line is one JSON object; the others go to recovery or rejects.
+with lines as (
+    select file_idx, line, text from batch_lines
+),
+
+final as (
+    select
+        file_idx,
+        line,
+        json_valid(text) as is_json,
+        json_valid(text) and json_type(text) = 'OBJECT' as is_object,
+    from lines
+)
+
+select * from final

@@ -1,0 +1,64 @@
+-- lineage_evidence: one row per native fact that ties a subagent to the call that spawned it.
+-- Sources: the sidecar's toolUseId, the parent's tool result naming agentId, and agent_progress
+-- lines (data.agentId with parentToolUseID). Resolved across batches by lineage.sql.
+with files as (
+    select * from batch_files where not is_foreign
+),
+
+streams as (
+    select distinct session_key, session_id, parent_session_id from files
+),
+
+from_sidecar as (
+    select distinct
+        session_key as child_session_key,
+        cast(null as varchar) as parent_session_key,
+        json_extract_string(sidecar, '$.toolUseId') as call_id,
+        json_extract_string(sidecar, '$.agentType') as role,
+        'sidecar.toolUseId' as source,
+    from files
+    where json_extract_string(sidecar, '$.toolUseId') is not null
+),
+
+results as (
+    select r.*, p.call_id
+    from records_full as r
+    join batch_parts as p using (record_id)
+    where r.kind = 'tool_result' and p.part_type = 'tool_result'
+        and json_extract_string(r.tool_use_result, '$.agentId') is not null
+),
+
+from_results as (
+    select distinct
+        coalesce(s.parent_session_id, s.session_id) || '/' || json_extract_string(r.tool_use_result, '$.agentId')
+            as child_session_key,
+        r.session_key as parent_session_key,
+        r.call_id,
+        json_extract_string(r.tool_use_result, '$.agentType') as role,
+        'tool_result.agentId' as source,
+    from results as r
+    join streams as s using (session_key)
+),
+
+from_progress as (
+    select distinct
+        coalesce(s.parent_session_id, s.session_id) || '/' || r.progress_agent_id as child_session_key,
+        r.session_key as parent_session_key,
+        r.parent_tool_use_id as call_id,
+        cast(null as varchar) as role,
+        'progress.agentId' as source,
+    from records_full as r
+    join streams as s using (session_key)
+    where r.native_subtype = 'agent_progress' and r.progress_agent_id is not null
+        and r.parent_tool_use_id is not null
+),
+
+final as (
+    select * from from_sidecar
+    union all
+    select * from from_results
+    union all
+    select * from from_progress
+)
+
+select * from final

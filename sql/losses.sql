@@ -1,0 +1,91 @@
+-- losses: one row per (stream, loss category) that applies (ASR-157).
+with streams as (
+    select session_key, stream_kind from sessions
+),
+
+incomplete as (
+    select session_key, count(*) as n
+    from inferences
+    where not usage_complete
+    group by session_key
+),
+
+compactions as (
+    select session_key, count(*) as n
+    from records
+    where kind = 'compaction'
+    group by session_key
+),
+
+rejected as (
+    select session_key, count(*) as n
+    from source_lines
+    where status = 'rejected'
+    group by session_key
+),
+
+foreign_files as (
+    select count(*) as n from rejects where reason = 'foreign_file'
+),
+
+final as (
+    select
+        session_key,
+        'model_rendering' as category,
+        'the transcript does not hold the rendered model request (system prompt, tool definitions, '
+            || 'exact context window); records show what Claude Code persisted' as detail,
+        cast(null as bigint) as count,
+    from streams
+
+    union all
+
+    select
+        session_key,
+        'usage_incomplete',
+        'responses whose latest observation has no stop reason: upstream wrote streaming placeholders, '
+            || 'so output_total_tokens is a lower bound',
+        n,
+    from incomplete
+
+    union all
+
+    select
+        session_key,
+        'context_boundary',
+        'compactions replace the context; the exact context after each boundary is not recorded',
+        n,
+    from compactions
+
+    union all
+
+    select
+        s.session_key,
+        'lineage',
+        'no native field names the tool call that spawned this subagent',
+        cast(null as bigint),
+    from streams as s
+    anti join lineage as l using (session_key)
+    where s.stream_kind <> 'main'
+
+    union all
+
+    select
+        session_key,
+        'rejected_lines',
+        'lines that are not JSON objects (see rejects): their bytes are kept, their content is not mapped',
+        n,
+    from rejected
+
+    union all
+
+    select
+        cast(null as varchar),
+        'foreign_input',
+        'files that are not Claude Code JSONL (see rejects): not converted',
+        n,
+    from foreign_files
+    where n > 0
+)
+
+select * from final
+order by session_key nulls first, category

@@ -1,0 +1,94 @@
+-- observation_keys: one row per observation, with the record it goes into and its line status.
+-- Position basis (registry entry): keep the latest observation of each repeated uuid at the
+-- position where that uuid first appeared; then fold the responses sharing message.id.
+-- A compact summary (isCompactSummary) folds into its compact_boundary: one compaction (ASR-373).
+with obs as (
+    select
+        *,
+        row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
+        coalesce(uuid, position) as uuid_key,
+        hash(json) as json_hash,
+    from classified
+),
+
+uuid_groups as (
+    select
+        session_key,
+        uuid_key,
+        min(ord) as uuid_first_ord,
+        max(ord) as uuid_last_ord,
+        count(distinct json_hash) as uuid_versions,
+        arg_min(position, ord) as uuid_first_position,
+        arg_min(line, ord) as uuid_first_line,
+    from obs
+    group by all
+),
+
+boundaries as (
+    select distinct
+        session_key,
+        uuid as boundary_uuid,
+    from obs
+    where native_subtype = 'compact_boundary' and uuid is not null
+),
+
+keyed as (
+    select
+        o.*,
+        g.uuid_first_ord,
+        g.uuid_versions,
+        g.uuid_first_position,
+        g.uuid_first_line,
+        o.ord = g.uuid_last_ord as is_live,
+        case
+            when o.native_type = 'assistant' and o.message_id is not null then 'msg:' || o.message_id
+            when b.boundary_uuid is not null then b.boundary_uuid
+            else o.uuid_key
+        end as record_key,
+    from obs as o
+    join uuid_groups as g using (session_key, uuid_key)
+    left join boundaries as b
+        on b.session_key = o.session_key
+        and b.boundary_uuid = o.parent_uuid
+        and o.is_compact_summary
+),
+
+per_record as (
+    select
+        session_key,
+        record_key,
+        min(uuid_first_ord) filter (where is_live) as record_first_ord,
+        max(ord) filter (where is_live) as record_last_ord,
+        count(*) as observation_count,
+        count(*) filter (where is_live) as live_count,
+        bool_or(uuid_versions > 1) as has_revision_history,
+    from keyed
+    group by all
+),
+
+final as (
+    select
+        k.*,
+        r.record_first_ord,
+        r.record_last_ord,
+        r.observation_count,
+        r.live_count,
+        r.has_revision_history,
+        k.session_key || ':' || k.record_key as record_id,
+        k.is_live and k.ord = r.record_last_ord as is_representative,
+        case
+            when not k.is_live then 'duplicate'
+            when k.sub is not null then 'recovered'
+            when k.ord = r.record_last_ord then 'mapped'
+            else 'folded'
+        end as status,
+        case
+            when not k.is_live and k.uuid_versions > 1 then 'overwritten_snapshot'
+            when not k.is_live then 'identical_copy'
+            when k.sub is not null then 'concatenated_objects'
+        end as reason,
+    from keyed as k
+    join per_record as r using (session_key, record_key)
+)
+
+select * from final

@@ -1,0 +1,108 @@
+-- observations: one row per JSON object read (a line, or an object recovered from a line).
+-- Decodes the envelope once per object; polymorphic fields (message.content, toolUseResult,
+-- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
+-- declared here decodes as null; the object itself is kept verbatim in `json`.
+with objects as (
+    select * from batch_objects
+),
+
+files as (
+    select * from batch_files
+),
+
+decoded as (
+    select
+        o.file_idx,
+        o.line,
+        o.sub,
+        o.json,
+        json_transform(o.json, '{
+            "type": "VARCHAR", "subtype": "VARCHAR", "uuid": "VARCHAR", "parentUuid": "VARCHAR",
+            "logicalParentUuid": "VARCHAR", "sessionId": "VARCHAR", "agentId": "VARCHAR",
+            "timestamp": "VARCHAR", "cwd": "VARCHAR", "version": "VARCHAR", "gitBranch": "VARCHAR",
+            "isSidechain": "BOOLEAN", "isMeta": "BOOLEAN", "isCompactSummary": "BOOLEAN",
+            "isApiErrorMessage": "BOOLEAN", "requestId": "VARCHAR", "promptId": "VARCHAR",
+            "operation": "VARCHAR", "leafUuid": "VARCHAR", "summary": "VARCHAR",
+            "customTitle": "VARCHAR", "aiTitle": "VARCHAR", "toolUseID": "VARCHAR",
+            "parentToolUseID": "VARCHAR", "content": "JSON", "toolUseResult": "JSON",
+            "attachment": {"type": "VARCHAR"}, "data": {"type": "VARCHAR", "agentId": "VARCHAR"},
+            "origin": {"kind": "VARCHAR"},
+            "message": {
+                "id": "VARCHAR", "role": "VARCHAR", "model": "VARCHAR", "stop_reason": "VARCHAR",
+                "content": "JSON",
+                "usage": {
+                    "input_tokens": "BIGINT", "output_tokens": "BIGINT",
+                    "cache_creation_input_tokens": "BIGINT", "cache_read_input_tokens": "BIGINT",
+                    "service_tier": "VARCHAR",
+                    "cache_creation": {"ephemeral_5m_input_tokens": "BIGINT", "ephemeral_1h_input_tokens": "BIGINT"}
+                }
+            }
+        }') as e,
+    from objects as o
+),
+
+final as (
+    select
+        d.file_idx,
+        d.line,
+        d.sub,
+        f.file_rank,
+        f.source_file,
+        f.session_key,
+        f.stream_kind,
+        case when f.file_rank = 0 then '' else 'copy' || f.file_rank || ':' end
+            || 'line:' || d.line || coalesce('#' || d.sub, '') as position,
+        e.type as native_type,
+        coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) as native_subtype,
+        e.uuid,
+        e.parentUuid as parent_uuid,
+        e.logicalParentUuid as logical_parent_uuid,
+        e.sessionId as native_session_id,
+        e.agentId as native_agent_id,
+        try_cast(e.timestamp as timestamptz) as timestamp,
+        e.cwd,
+        e.version,
+        e.gitBranch as git_branch,
+        e.isSidechain as is_sidechain,
+        e.isMeta as is_meta,
+        e.isCompactSummary as is_compact_summary,
+        e.isApiErrorMessage as is_api_error,
+        e.requestId as request_id,
+        e.promptId as prompt_id,
+        e.leafUuid as leaf_uuid,
+        e.summary,
+        e.customTitle as custom_title,
+        e.aiTitle as ai_title,
+        e.toolUseID as tool_use_id,
+        e.parentToolUseID as parent_tool_use_id,
+        e.origin.kind as origin_kind,
+        e.data.agentId as progress_agent_id,
+        e.content as top_content,
+        e.toolUseResult as tool_use_result,
+        e.message.id as message_id,
+        e.message.role as message_role,
+        e.message.model as model,
+        e.message.stop_reason as stop_reason,
+        e.message.content as content,
+        json_type(e.message.content) as content_type,
+        json_extract_string(e.message.content, '$[0].type') as first_block_type,
+        left(
+            case when json_type(e.message.content) = 'VARCHAR'
+                then json_extract_string(e.message.content, '$')
+                else json_extract_string(e.message.content, '$[0].text') end,
+            256
+        ) as text_head,
+        e.message.usage.input_tokens as input_tokens,
+        e.message.usage.output_tokens as output_tokens,
+        e.message.usage.cache_creation_input_tokens as cache_creation_input_tokens,
+        e.message.usage.cache_read_input_tokens as cache_read_input_tokens,
+        e.message.usage.cache_creation.ephemeral_5m_input_tokens as cache_creation_5m,
+        e.message.usage.cache_creation.ephemeral_1h_input_tokens as cache_creation_1h,
+        e.message.usage.service_tier as service_tier,
+        e.message.usage is not null as has_usage,
+        d.json,
+    from decoded as d
+    join files as f using (file_idx)
+)
+
+select * from final

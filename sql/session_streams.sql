@@ -1,0 +1,123 @@
+-- session_streams: one row per stream of the batch, before cross-batch lineage.
+-- Titles: the latest custom-title beats the latest ai-title beats the newest summary whose
+-- leafUuid is in the stream (summaries can name other sessions' leaves).
+with files as (
+    select * from batch_files where not is_foreign
+),
+
+recs as (
+    select * from records_full
+),
+
+stream_files as (
+    select
+        session_key,
+        any_value(session_id) as session_id,
+        any_value(stream_kind) as stream_kind,
+        any_value(parent_session_id) as parent_session_id,
+        any_value(agent_id) as agent_id,
+        any_value(content_level) as content_level,
+        any_value(producer_source) as producer_source,
+        any_value(sidecar) as sidecar,
+        list(source_file order by file_rank) as source_files,
+    from files
+    group by session_key
+),
+
+leaves as (
+    select distinct session_key, uuid from observation_keys where uuid is not null
+),
+
+titles as (
+    select
+        r.session_key,
+        arg_max(r.custom_title, r.seq) filter (where r.custom_title is not null) as custom_title,
+        arg_max(r.ai_title, r.seq) filter (where r.ai_title is not null) as ai_title,
+        arg_max(r.summary, r.seq) filter (where r.summary is not null and lv.uuid is not null) as summary,
+    from recs as r
+    left join leaves as lv on lv.session_key = r.session_key and lv.uuid = r.leaf_uuid
+    group by r.session_key
+),
+
+stats as (
+    select
+        session_key,
+        min(timestamp) as started_at,
+        max(timestamp) as ended_at,
+        count(*) as record_count,
+    from recs
+    group by session_key
+),
+
+obs_stats as (
+    select
+        session_key,
+        arg_min(cwd, ord) filter (where cwd is not null) as cwd,
+        arg_min(git_branch, ord) filter (where git_branch <> '') as git_branch,
+    from observation_keys
+    group by session_key
+),
+
+first_seen as (
+    select
+        session_key,
+        list(cwd order by first_ord) filter (where cwd is not null) as cwds,
+    from (select session_key, cwd, min(ord) as first_ord from observation_keys group by all)
+    group by session_key
+),
+
+versions as (
+    select
+        session_key,
+        list(version order by first_ord) filter (where version is not null) as versions,
+    from (select session_key, version, min(ord) as first_ord from observation_keys group by all)
+    group by session_key
+),
+
+line_counts as (
+    select f.session_key, count(*) as line_count
+    from batch_lines as l
+    join files as f using (file_idx)
+    group by f.session_key
+),
+
+final as (
+    select
+        sf.session_key,
+        sf.session_id,
+        sf.stream_kind,
+        sf.parent_session_id,
+        sf.agent_id,
+        'claude-code' as agent,
+        'converter' as producer_method,
+        sf.producer_source,
+        sf.content_level,
+        s.started_at,
+        s.ended_at,
+        o.cwd,
+        fs.cwds,
+        o.git_branch,
+        v.versions,
+        coalesce(t.custom_title, t.ai_title, t.summary) as title,
+        case
+            when t.custom_title is not null then 'user'
+            when t.ai_title is not null then 'model'
+            when t.summary is not null then 'summary'
+        end as title_source,
+        json_extract_string(sf.sidecar, '$.agentType') as agent_type,
+        json_extract_string(sf.sidecar, '$.description') as description,
+        sf.source_files,
+        coalesce(s.record_count, 0) as record_count,
+        coalesce(lc.line_count, 0) as line_count,
+        sf.sidecar,
+    from stream_files as sf
+    left join stats as s using (session_key)
+    left join titles as t using (session_key)
+    left join obs_stats as o using (session_key)
+    left join first_seen as fs using (session_key)
+    left join versions as v using (session_key)
+    left join line_counts as lc using (session_key)
+)
+
+select * from final
+order by session_key

@@ -1,0 +1,46 @@
+-- sessions: one row per stream, with its parent stream resolved across batches.
+with streams as (
+    select * from session_streams
+),
+
+spawned as (
+    select session_key, parent_session_key from lineage
+),
+
+main_keys as (
+    select session_key from streams where stream_kind = 'main'
+),
+
+final as (
+    select
+        s.session_key,
+        s.session_id,
+        s.stream_kind,
+        coalesce(sp.parent_session_key, m.session_key) as parent_session_key,
+        s.parent_session_id,
+        s.agent_id,
+        s.agent,
+        s.producer_method,
+        s.producer_source,
+        s.content_level,
+        s.started_at,
+        s.ended_at,
+        s.cwd,
+        s.cwds,
+        s.git_branch,
+        s.versions,
+        s.title,
+        s.title_source,
+        s.agent_type,
+        s.description,
+        s.source_files,
+        s.record_count,
+        s.line_count,
+        s.sidecar,
+    from streams as s
+    left join spawned as sp using (session_key)
+    left join main_keys as m on s.stream_kind <> 'main' and m.session_key = s.parent_session_id
+)
+
+select * from final
+order by session_key

@@ -1,0 +1,44 @@
+-- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
+-- The line's JSON is kept here when records.native does not hold it verbatim.
+with lines as (
+    select l.*, f.source_file, f.session_key, f.is_foreign
+    from batch_lines as l
+    join batch_files as f using (file_idx)
+),
+
+keys as (
+    select * from observation_keys
+),
+
+rejected as (
+    select * from batch_rejects
+),
+
+final as (
+    select
+        l.source_file,
+        l.line,
+        k.sub,
+        l.byte_offset,
+        l.byte_length,
+        l.session_key,
+        case
+            when l.is_foreign then 'foreign'
+            when x.line is not null then 'rejected'
+            else k.status
+        end as status,
+        case
+            when l.is_foreign then 'foreign_file'
+            when x.line is not null then x.reason
+            when not l.utf8_ok then concat_ws('; ', k.reason, 'invalid_utf8_replaced')
+            else k.reason
+        end as reason,
+        k.record_id,
+        case when not k.is_representative or not l.utf8_ok then k.json end as native,
+    from lines as l
+    left join keys as k on k.file_idx = l.file_idx and k.line = l.line
+    left join rejected as x on x.file_idx = l.file_idx and x.line = l.line
+)
+
+select * from final
+order by source_file, line, sub
