@@ -187,7 +187,7 @@ def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], outp
     rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
     con.register("batch_files", files_frame)
     con.register("batch_rejects", rejects)
-
+    observations = _split_sidechains(con, observations)
     con.register("classified", classify(observations))
     sql.materialize(con, "observation_keys")
     sql.materialize(con, "records_full")
@@ -207,6 +207,7 @@ def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], outp
         "source_lines": output.write(SOURCE_LINES, tables["source_lines"], index),
         "rejects": output.write(REJECTS, tables["rejects"], index),
     }
+    con.register("batch_source_lines", tables["source_lines"])
     for name in WORK_TABLES:
         output.write_work(name, sql.frame(con, name), index)
 
@@ -226,6 +227,25 @@ def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], outp
         for i, f in enumerate(files)
     ]
     return _Batch(files, inputs, counts)
+
+
+def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
+    con.register("observations", observations)
+    roots = sql.frame(con, "sidechain_roots")
+    root = pl.col("sidechain_root")
+    return (
+        observations.join(
+            roots.rename({"root_uuid": "sidechain_root"}), on=["file_idx", "line", "sub"], how="left",
+            nulls_equal=True, maintain_order="left",
+        )
+        .with_columns(
+            session_key=pl.when(root.is_not_null())
+            .then(pl.col("session_key") + "/sidechain-" + root)
+            .otherwise(pl.col("session_key")),
+            stream_kind=pl.when(root.is_not_null()).then(pl.lit("sidechain")).otherwise(pl.col("stream_kind")),
+        )
+    )
 
 
 def _rejects_out(

@@ -37,9 +37,9 @@ final as (
         coalesce(c.session_key, p.reported_parent) as parent_session_key,
         p.call_id,
         c.call_record_id,
-        'subagent' as scope,
+        s.stream_kind as scope,
         p.role,
-        'native_field' as evidence,
+        case when p.evidence_detail = 'tool_use.prompt' then 'content_match' else 'native_field' end as evidence,
         p.evidence_detail,
     from per_child as p
     join streams as s using (session_key)

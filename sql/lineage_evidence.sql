@@ -1,6 +1,8 @@
 -- lineage_evidence: one row per native fact that ties a subagent to the call that spawned it.
 -- Sources: the sidecar's toolUseId, the parent's tool result naming agentId, and agent_progress
--- lines (data.agentId with parentToolUseID). Resolved across batches by lineage.sql.
+-- lines (data.agentId with parentToolUseID); for inline 1.0.x sidechains, which carry no
+-- agentId, the parent's Task call whose input.prompt equals the sidechain's first text.
+-- Resolved across batches by lineage.sql.
 with files as (
     select * from batch_files where not is_foreign
 ),
@@ -53,8 +55,40 @@ from_progress as (
         and r.parent_tool_use_id is not null
 ),
 
+sidechain_prompts as (
+    select r.session_key, p.text
+    from records_full as r
+    join batch_parts as p using (record_id)
+    where r.seq = 1 and p.part_index = 0
+        and r.session_key in (select session_key from observation_keys where stream_kind = 'sidechain')
+),
+
+prompt_calls as (
+    select
+        session_key,
+        call_id,
+        json_extract_string(tool_input, '$.prompt') as prompt,
+        json_extract_string(tool_input, '$.subagent_type') as role,
+    from batch_parts
+    where part_type = 'tool_use' and json_extract_string(tool_input, '$.prompt') is not null
+),
+
+from_prompt as (
+    select distinct
+        sp.session_key as child_session_key,
+        c.session_key as parent_session_key,
+        c.call_id,
+        c.role,
+        'tool_use.prompt' as source,
+    from sidechain_prompts as sp
+    join prompt_calls as c
+        on c.prompt = sp.text and c.session_key = split_part(sp.session_key, '/sidechain-', 1)
+),
+
 final as (
     select * from from_sidecar
+    union all
+    select * from from_prompt
     union all
     select * from from_results
     union all

@@ -9,7 +9,7 @@ recs as (
     select * from records_full
 ),
 
-stream_files as (
+file_streams as (
     select
         session_key,
         any_value(session_id) as session_id,
@@ -22,6 +22,30 @@ stream_files as (
         list(source_file order by file_rank) as source_files,
     from files
     group by session_key
+),
+
+-- inline sidechains are streams without a file of their own
+sidechain_streams as (
+    select
+        k.session_key,
+        'sidechain-' || any_value(k.sidechain_root) as session_id,
+        'sidechain' as stream_kind,
+        any_value(f.session_id) as parent_session_id,
+        cast(null as varchar) as agent_id,
+        any_value(f.content_level) as content_level,
+        any_value(f.producer_source) as producer_source,
+        cast(null as varchar) as sidecar,
+        list(distinct f.source_file) as source_files,
+    from observation_keys as k
+    join files as f using (file_idx)
+    where k.stream_kind = 'sidechain'
+    group by k.session_key
+),
+
+stream_files as (
+    select * from file_streams
+    union all
+    select * from sidechain_streams
 ),
 
 leaves as (
@@ -75,10 +99,9 @@ versions as (
 ),
 
 line_counts as (
-    select f.session_key, count(*) as line_count
-    from batch_lines as l
-    join files as f using (file_idx)
-    group by f.session_key
+    select session_key, count(*) as line_count
+    from batch_source_lines
+    group by session_key
 ),
 
 final as (

@@ -21,7 +21,7 @@ final as (
         k.sub,
         l.byte_offset,
         l.byte_length,
-        l.session_key,
+        coalesce(k.session_key, l.session_key) as session_key,
         case
             when l.is_foreign then 'foreign'
             when x.line is not null then 'rejected'

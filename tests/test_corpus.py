@@ -1,0 +1,147 @@
+"""End to end over the real corpus: nothing lost, usage equals an independent count, reruns identical."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import batch
+from batch.schema import TABLES
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+
+
+def read_tables(out: Path) -> dict[str, pl.DataFrame]:
+    return {t.name: pl.read_parquet(out / t.name / "*.parquet") for t in TABLES}
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, pl.DataFrame]]:
+    out = tmp_path_factory.mktemp("corpus") / "out"
+    batch.convert([CORPUS], out)
+    return out, read_tables(out)
+
+
+def corpus_files() -> list[Path]:
+    return sorted(CORPUS.rglob("*.jsonl"))
+
+
+def test_every_file_is_an_input(converted):
+    out, _ = converted
+    manifest = json.loads((out / "manifest.json").read_text())
+    statuses = {i["path"]: i["status"] for i in manifest["inputs"]}
+    assert len(statuses) == len(corpus_files())
+    assert set(statuses.values()) <= {"converted", "empty"}
+    assert manifest["rejected_lines"] == 0
+
+
+def test_source_lines_match_non_blank_lines_per_file(converted):
+    _, t = converted
+    counted = dict(t["source_lines"].group_by("source_file").len().iter_rows())
+    for path in corpus_files():
+        name = "corpus/" + path.relative_to(CORPUS).as_posix()
+        expected = sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+        assert counted.get(name, 0) == expected, name
+
+
+def test_every_line_lands_in_a_record(converted):
+    _, t = converted
+    lines = t["source_lines"]
+    assert lines.filter(pl.col("status").is_in(["mapped", "folded", "duplicate"]).not_()).height == 0
+    missing = lines.join(t["records"], on="record_id", how="anti")
+    assert missing.height == 0
+    # one mapped line per record: its JSON is the record's native
+    assert lines.filter(pl.col("status") == "mapped").height == t["records"].height
+
+
+def test_keys_are_unique(converted):
+    _, t = converted
+    assert t["records"].get_column("record_id").is_duplicated().sum() == 0
+    assert t["sessions"].get_column("session_key").is_duplicated().sum() == 0
+    assert t["inferences"].get_column("inference_id").is_duplicated().sum() == 0
+    assert t["parts"].select("record_id", "part_index").is_duplicated().sum() == 0
+    assert t["tool_calls"].select("session_key", "call_id").is_duplicated().sum() == 0
+
+
+def _independent_usage() -> dict[str, dict]:
+    """Per inference: usage of the latest line of each file, then the one with a stop reason
+    (else the largest output) across files, computed line by line without the converter."""
+    per_file: dict[tuple[str, str], dict] = {}
+    for path in corpus_files():
+        for raw in path.read_bytes().split(b"\n"):
+            if not raw.strip():
+                continue
+            obj = json.loads(raw)
+            message = obj.get("message") or {}
+            if obj.get("type") != "assistant" or not message.get("id"):
+                continue
+            if message.get("model") == "<synthetic>" or obj.get("isApiErrorMessage"):
+                continue
+            usage = message.get("usage") or {}
+            per_file[(str(path), message["id"])] = {
+                "stop": message.get("stop_reason"),
+                "input": usage.get("input_tokens"),
+                "output": usage.get("output_tokens"),
+                "cache_read": usage.get("cache_read_input_tokens"),
+                "cache_write": usage.get("cache_creation_input_tokens"),
+            }
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for (_, message_id), usage in per_file.items():
+        grouped[message_id].append(usage)
+    return {
+        mid: max(obs, key=lambda u: (u["stop"] is not None, u["output"] or -1))
+        for mid, obs in grouped.items()
+    }
+
+
+def test_inferences_match_an_independent_count(converted):
+    _, t = converted
+    expected = _independent_usage()
+    inferences = t["inferences"]
+    assert inferences.height == len(expected)
+    totals = inferences.select(
+        pl.col("input_uncached_tokens").sum(),
+        pl.col("output_total_tokens").sum(),
+        pl.col("cache_read_tokens").sum(),
+        pl.col("cache_write_tokens").sum(),
+    ).row(0)
+    assert totals == (
+        sum(u["input"] or 0 for u in expected.values()),
+        sum(u["output"] or 0 for u in expected.values()),
+        sum(u["cache_read"] or 0 for u in expected.values()),
+        sum(u["cache_write"] or 0 for u in expected.values()),
+    )
+    complete = inferences.get_column("usage_complete").sum()
+    assert complete == sum(1 for u in expected.values() if u["stop"] is not None)
+
+
+def test_one_selected_observation_per_inference(converted):
+    _, t = converted
+    selected = t["inference_observations"].filter("is_selected")
+    assert selected.height == t["inferences"].height
+    assert selected.get_column("inference_id").n_unique() == selected.height
+
+
+def test_subagents_of_every_layout_are_streams(converted):
+    _, t = converted
+    kinds = dict(t["sessions"].group_by("stream_kind").len().iter_rows())
+    assert kinds["sidechain"] == 2  # the two inline Task runs of the 1.0.108 transcript
+    assert kinds["subagent"] >= 20
+    spawned = t["lineage"].filter(pl.col("scope") == "subagent")
+    assert spawned.filter(pl.col("parent_session_key").is_null()).height == 0
+    assert "ef958aa1-0e93-49f0-bb71-150f63befcd1/a4ca7529859c158c2" in spawned.get_column("session_key").to_list()
+
+
+def test_rerun_gives_identical_tables(converted, tmp_path):
+    _, first = converted
+    out = tmp_path / "again"
+    batch.convert([CORPUS], out, batch_bytes=1)
+    second = read_tables(out)
+    for name, frame in first.items():
+        keys = [c for c in frame.columns if frame.schema[c] != pl.List(pl.String)]
+        assert_frame_equal(frame.sort(keys), second[name].sort(keys), check_row_order=True)
