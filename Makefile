@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,3 +26,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
+
+docs: $(STAMP)
+	$(BIN)/python -c "from batch.schema import write_docs; write_docs('docs/asr-tables.md')"

@@ -242,13 +242,13 @@ LINEAGE = Table(
     "Edges between streams: subagents spawned by a tool call of their parent.",
     (
         _c("session_key", STR, "child stream"),
-        _c("relation", STR, "spawned_by"),
+        _c("relation", STR, "spawned_by: the child was launched by the parent's tool call"),
         _c("parent_session_key", STR, "stream holding the spawning tool call; null when not in the output"),
         _c("call_id", STR, "tool_use.id of the spawning call"),
         _c("call_record_id", STR, "record holding the spawning tool call"),
-        _c("scope", STR, "subagent or sidechain"),
+        _c("scope", STR, "stream kind of the child: subagent or sidechain"),
         _c("role", STR, "agentType of the subagent"),
-        _c("evidence", STR, "native_field"),
+        _c("evidence", STR, "native_field, or content_match for an inline sidechain matched to its Task call by prompt"),
         _c("evidence_detail", STR, "which native fields establish the edge: sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt"),
     ),
@@ -271,8 +271,10 @@ SOURCE_LINES = Table(
            "rejected, or foreign (the file is not Claude Code JSONL)"),
         _c("reason", STR, "why the line was rejected, recovered or marked duplicate"),
         _c("record_id", STR, "record the line went into"),
-        _c("native", JSON, "the line's JSON when it is not kept verbatim in records.native "
-           "(folded lines, overwritten snapshots, lines decoded with replacement characters)", json=True),
+        _c("native", JSON, "the object's JSON when records.native does not hold it verbatim "
+           "(folded lines, duplicates and overwritten snapshots)", json=True),
+        _c("raw", pa.large_binary(), "the line's bytes when they are not valid UTF-8 (the converted text "
+           "has replacement characters), else null"),
     ),
 )
 
@@ -332,3 +334,17 @@ def markdown() -> str:
             out.append(f"| `{c.name}` | {typ} | {doc} |")
         out.append("")
     return "\n".join(out)
+
+
+DOCS_BEGIN = "<!-- generated: asr-batch schema -->"
+DOCS_END = "<!-- end generated -->"
+
+
+def write_docs(path: str) -> None:
+    """Rewrite the generated table section of a Markdown file between its markers."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    head, rest = text.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(f"{head}{DOCS_BEGIN}\n{markdown()}\n{DOCS_END}{tail}")

@@ -34,7 +34,8 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        case when not k.is_representative or not l.utf8_ok then k.json end as native,
+        case when not k.is_representative then k.json end as native,
+        l.raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
     left join rejected as x on x.file_idx = l.file_idx and x.line = l.line
