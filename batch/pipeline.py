@@ -13,6 +13,7 @@ import polars as pl
 from batch import sql
 from batch.errors import SourceError
 from batch.schema import (
+    TABLES,
     INFERENCE_OBSERVATIONS,
     INFERENCES,
     LINEAGE,
@@ -32,6 +33,10 @@ from batch.write import Output
 
 DEFAULT_BATCH_BYTES = 256 << 20
 WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
+CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
+# Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
+# batch_parts, batch_tool_calls and batch_files.
+FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
@@ -208,6 +213,9 @@ def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], outp
         "rejects": output.write(REJECTS, tables["rejects"], index),
     }
     con.register("batch_source_lines", tables["source_lines"])
+    con.register("batch_tool_calls", tables["tool_calls"])
+    for table in FACT_TABLES:
+        counts[table.name] = output.write(table, sql.frame(con, table.name), index)
     for name in WORK_TABLES:
         output.write_work(name, sql.frame(con, name), index)
 
@@ -299,11 +307,7 @@ def _manifest(found: Discovery, inputs: list[dict], counts: dict[str, int]) -> d
         "producer": {"name": PRODUCER, "version": VERSION},
         "inputs": inputs,
         "skipped": [{"path": p, "reason": r} for p, r in sorted(found.skipped)],
-        "tables": {
-            t.name: counts.get(t.name, 0)
-            for t in (SESSIONS, RECORDS, PARTS, INFERENCE_OBSERVATIONS, INFERENCES, TOOL_CALLS, LINEAGE,
-                      SOURCE_LINES, REJECTS, LOSSES)
-        },
+        "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
         "rejected_lines": rejected - foreign,
         "foreign_files": foreign,
         "losses": counts.get("losses", 0),

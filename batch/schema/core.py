@@ -1,58 +1,11 @@
-"""Arrow schemas of every output table, with the documentation of each column.
-
-This module is the single source of truth for the output contract: the writer casts each
-table to its schema here, and `docs/asr-tables.md` is generated from (and tested against) it.
-"""
+"""Tables of the conversion core: streams, records, parts, usage, tools, lineage, accounting."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 
-STR = pa.string()
-I64 = pa.int64()
-I32 = pa.int32()
-BOOL = pa.bool_()
-TS = pa.timestamp("us", tz="UTC")
-JSON = pa.string()  # JSON text; DuckDB reads it with the json functions
-STRS = pa.list_(pa.string())
-
-
-@dataclass(frozen=True)
-class Col:
-    name: str
-    type: pa.DataType
-    doc: str
-    json: bool = False
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    grain: str
-    doc: str
-    cols: tuple[Col, ...]
-    stage: str = "batch"  # "batch": written per batch; "final": written once over all batches
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.schema(
-            [
-                pa.field(c.name, c.type, metadata={"doc": c.doc, **({"json": "1"} if c.json else {})})
-                for c in self.cols
-            ],
-            metadata={"grain": self.grain},
-        )
-
-    @property
-    def names(self) -> list[str]:
-        return [c.name for c in self.cols]
-
-
-def _c(name: str, type_: pa.DataType, doc: str, *, json: bool = False) -> Col:
-    return Col(name, type_, doc, json)
-
+from batch.schema.base import BOOL, I64, JSON, STR, STRS, TS, Table
+from batch.schema.base import col as _c
 
 POSITION_DOC = (
     "position in the native transcript (ASR-014): `line:N` for physical line N, "
@@ -319,32 +272,3 @@ TABLES: tuple[Table, ...] = (
     REJECTS,
     LOSSES,
 )
-TABLES_BY_NAME = {t.name: t for t in TABLES}
-
-
-def markdown() -> str:
-    """Render every table and column as Markdown, for docs/asr-tables.md."""
-    out = []
-    for t in TABLES:
-        out.append(f"### `{t.name}`\n\nGrain: {t.grain}. {t.doc}\n")
-        out.append("| column | type | meaning |\n|---|---|---|")
-        for c in t.cols:
-            typ = "JSON" if c.json else str(c.type).replace("large_", "")
-            doc = c.doc.replace("|", "\\|")
-            out.append(f"| `{c.name}` | {typ} | {doc} |")
-        out.append("")
-    return "\n".join(out)
-
-
-DOCS_BEGIN = "<!-- generated: asr-batch schema -->"
-DOCS_END = "<!-- end generated -->"
-
-
-def write_docs(path: str) -> None:
-    """Rewrite the generated table section of a Markdown file between its markers."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(f"{head}{DOCS_BEGIN}\n{markdown()}\n{DOCS_END}{tail}")
