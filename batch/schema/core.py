@@ -44,6 +44,7 @@ SESSIONS = Table(
         _c("line_count", I64, "rows of this stream's files in source_lines"),
         _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
     ),
+    stage="final",
 )
 
 RECORDS = Table(
@@ -140,6 +141,7 @@ INFERENCE_OBSERVATIONS = Table(
         _c("line_count", I64, "assistant lines of this response in the stream"),
         _c("is_selected", BOOL, "this observation is the one reported in inferences"),
     ),
+    stage="final",
 )
 
 INFERENCES = Table(
