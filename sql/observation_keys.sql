@@ -2,13 +2,62 @@
 -- Position basis (registry entry): keep the latest observation of each repeated uuid at the
 -- position where that uuid first appeared; then fold the responses sharing message.id.
 -- A compact summary (isCompactSummary) folds into its compact_boundary: one compaction (ASR-373).
-with obs as (
+-- Repeated metadata (ai-title, last-prompt, mode, permission-mode, ...) is re-written at each
+-- turn or exit: a line repeating the previous value of its type is not a change, so it folds
+-- into the record of the line that set the value (registry entry, Repeated metadata).
+with ordered as (
     select
         *,
         row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
-        coalesce(uuid, position) as uuid_key,
-        hash(json) as json_hash,
+        uuid is null and native_type in (
+            'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
+            'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
+            'permission-mode', 'mode', 'bridge-session', 'atis-latch'
+        ) as is_repeatable,
     from classified
+),
+
+valued as (
+    select
+        *,
+        -- the value of a metadata line, without the fields that change at every write
+        hash(case
+            when is_repeatable then json_merge_patch(json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
+            else json
+        end) as json_hash,
+    from ordered
+),
+
+changes as (
+    select
+        *,
+        case
+            when not is_repeatable then 1
+            when json_hash is distinct from lag(json_hash) over (
+                partition by session_key, native_type, is_repeatable order by ord
+            ) then 1
+            else 0
+        end as is_change,
+    from valued
+),
+
+runs as (
+    select
+        *,
+        sum(is_change) over (partition by session_key, native_type, is_repeatable order by ord) as run_no,
+    from changes
+),
+
+obs as (
+    select
+        *,
+        case
+            when is_repeatable then first_value(position) over (
+                partition by session_key, native_type, is_repeatable, run_no order by ord
+            )
+            else coalesce(uuid, position)
+        end as uuid_key,
+    from runs
 ),
 
 uuid_groups as (
@@ -83,6 +132,7 @@ final as (
             else 'folded'
         end as status,
         case
+            when not k.is_live and k.is_repeatable then 'unchanged_value'
             when not k.is_live and k.uuid_versions > 1 then 'overwritten_snapshot'
             when not k.is_live then 'identical_copy'
             when k.sub is not null then 'concatenated_objects'

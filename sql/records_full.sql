@@ -18,6 +18,27 @@ uuid_map as (
     select session_key, uuid, record_id from live where uuid is not null
 ),
 
+-- Subagent streams whose spawning call a native field names (the sidecar's toolUseId, or a
+-- parent's tool result naming the agentId): their first prompt was written by the parent agent.
+launched as (
+    select session_key
+    from batch_files
+    where stream_kind = 'subagent' and json_extract_string(sidecar, '$.toolUseId') is not null
+    union
+    select coalesce(f.parent_session_id, f.session_id) || '/' || json_extract_string(o.tool_use_result, '$.agentId')
+    from live as o
+    join batch_files as f using (file_idx)
+    where json_extract_string(o.tool_use_result, '$.agentId') is not null
+),
+
+launch_prompts as (
+    select session_key, min(uuid_first_ord) as launch_ord
+    from first_obs
+    where native_type = 'user' and kind = 'message'
+        and session_key in (select session_key from launched)
+    group by session_key
+),
+
 joined as (
     select
         f.record_id,
@@ -28,11 +49,30 @@ joined as (
         f.source_file,
         f.uuid_first_line as source_line,
         f.timestamp,
-        f.author,
-        f.origin,
+        case when lp.launch_ord is not null then 'agent' else f.author end as author,
+        case when lp.launch_ord is not null then 'prompt' else f.origin end as origin,
         f.via,
+        f.trigger_kind,
+        f.trigger_native,
+        f.trigger_id,
+        f.trigger_run_id,
+        f.trigger_reason,
+        f.from_session_id,
+        f.from_address,
+        f.from_name,
+        f.prompt_source,
+        f.permission_mode,
+        f.entrypoint,
+        f.forked_from_session_id as copied_from_session_id,
+        f.forked_from_uuid as copied_from_uuid,
+        coalesce(l.tool_denial_kind, f.tool_denial_kind) as tool_denial_kind,
+        coalesce(l.permission_decision, f.permission_decision) as permission_decision,
+        coalesce(l.permission_source, f.permission_source) as permission_source,
+        coalesce(l.permission_reason_type, f.permission_reason_type) as permission_reason_type,
+        l.attribution_mcp_server,
+        l.attribution_mcp_tool,
         p.record_id as parent_record_id,
-        lp.record_id as logical_parent_record_id,
+        lpu.record_id as logical_parent_record_id,
         f.prompt_id,
         f.native_type,
         f.native_subtype,
@@ -77,12 +117,34 @@ joined as (
     from first_obs as f
     join last_obs as l using (session_key, record_key)
     left join uuid_map as p on p.session_key = f.session_key and p.uuid = f.parent_uuid
-    left join uuid_map as lp on lp.session_key = f.session_key and lp.uuid = f.logical_parent_uuid
+    left join uuid_map as lpu on lpu.session_key = f.session_key and lpu.uuid = f.logical_parent_uuid
+    left join launch_prompts as lp on lp.session_key = f.session_key and lp.launch_ord = f.uuid_first_ord
+),
+
+-- queue-operation remove: the queued message it pulls back is withdrawn (registry entry, Notes):
+-- the latest earlier enqueue of the stream with the same content (any, when remove has none).
+queue_ops as (
+    select record_id, session_key, record_first_ord, native_subtype as operation, native->'$.content' as content
+    from joined
+    where native_type = 'queue-operation'
+),
+
+withdrawn as (
+    select arg_max(e.record_id, e.record_first_ord) as record_id
+    from queue_ops as r
+    join queue_ops as e
+        on e.session_key = r.session_key
+        and e.operation = 'enqueue'
+        and e.record_first_ord < r.record_first_ord
+        and (r.content is null or e.content = r.content)
+    where r.operation = 'remove'
+    group by r.record_id
 ),
 
 final as (
     select
         *,
+        case when record_id in (select record_id from withdrawn) then 'withdrawn' end as status,
         row_number() over (partition by session_key order by record_first_ord) as seq,
         last_value(prompt_id ignore nulls) over (
             partition by session_key order by record_first_ord

@@ -31,6 +31,16 @@ SYSTEM_KINDS = {
 }
 
 
+# turnOrigin -> trigger kind (registry entry, Triggers); human and sdk turns get no trigger.
+TRIGGER_KINDS = {
+    "scheduled": "schedule",
+    "task_notification": "task_completion",
+    "auto_continuation": "auto_continuation",
+    "peer": "peer",
+}
+NO_TRIGGER = ("human", "sdk")
+
+
 def _text_starts(*markers: str) -> pl.Expr:
     head = pl.col("text_head").fill_null("").str.strip_chars_start()
     expr = pl.lit(False)
@@ -101,11 +111,31 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
     )
     via = pl.when(origin_kind == "channel").then(pl.lit("channel")).otherwise(pl.lit(None, dtype=pl.String))
 
+    turn = pl.col("turn_origin")
+    has_trigger = turn.is_not_null() & ~turn.is_in(NO_TRIGGER)
+    notified = (origin_kind == "task-notification").fill_null(False)
+    trigger_kind = (
+        pl.when(has_trigger).then(turn.replace_strict(TRIGGER_KINDS, default=None, return_dtype=pl.String))
+        .when(notified & (pl.col("origin_subkind") == "scheduled-trigger").fill_null(False)).then(pl.lit("schedule"))
+        .when(notified).then(pl.lit("task_completion"))
+        .when(pl.col("scheduled_task_id").is_not_null()).then(pl.lit("schedule"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    peer = (origin_kind == "peer").fill_null(False)
+
     return obs.with_columns(
         kind=kind,
         author=author,
         origin=origin,
         via=via,
+        trigger_kind=trigger_kind,
+        trigger_native=pl.when(has_trigger).then(turn).otherwise(pl.lit(None, dtype=pl.String)),
+        trigger_id=pl.col("scheduled_task_id"),
+        trigger_run_id=pl.col("scheduled_fire_id"),
+        trigger_reason=pl.col("fire_reason"),
+        from_session_id=pl.when(peer).then(pl.col("origin_from_session")).otherwise(pl.lit(None, dtype=pl.String)),
+        from_address=pl.when(peer).then(pl.col("origin_from")).otherwise(pl.lit(None, dtype=pl.String)),
+        from_name=pl.when(peer).then(pl.col("origin_name")).otherwise(pl.lit(None, dtype=pl.String)),
         is_synthetic=synthetic & (t == "assistant"),
         is_compact_summary=compact_summary,
     )
