@@ -1,6 +1,8 @@
--- lineage: one row per subagent with evidence of the call that spawned it.
--- The parent stream is the one whose records hold the call (tool_calls), else the stream that
--- reported the agentId in a tool result or progress line.
+-- lineage: one row per (stream, relation) with native evidence of another stream behind it.
+-- spawned_by: the parent stream is the one whose records hold the spawning call (tool_calls),
+-- else the stream that reported the agentId in a tool result or progress line.
+-- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
+-- prefix is referenced, not copied) name the other session by its sessionId.
 with evidence as (
     select * from lineage_evidence
 ),
@@ -15,7 +17,7 @@ calls as (
     qualify row_number() over (partition by call_id order by session_key) = 1
 ),
 
-per_child as (
+spawned as (
     select
         child_session_key as session_key,
         coalesce(
@@ -26,11 +28,11 @@ per_child as (
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,
     from evidence
-    where call_id is not null
+    where relation = 'spawned_by' and call_id is not null
     group by child_session_key
 ),
 
-final as (
+spawned_edges as (
     select
         p.session_key,
         'spawned_by' as relation,
@@ -41,10 +43,33 @@ final as (
         p.role,
         case when p.evidence_detail = 'tool_use.prompt' then 'content_match' else 'native_field' end as evidence,
         p.evidence_detail,
-    from per_child as p
+    from spawned as p
     join streams as s using (session_key)
     left join calls as c using (call_id)
+),
+
+fork_edges as (
+    select
+        e.child_session_key as session_key,
+        e.relation,
+        min(e.parent_session_key) as parent_session_key,
+        cast(null as varchar) as call_id,
+        cast(null as varchar) as call_record_id,
+        any_value(s.stream_kind) as scope,
+        cast(null as varchar) as role,
+        'native_field' as evidence,
+        string_agg(distinct e.source, ',' order by e.source) as evidence_detail,
+    from evidence as e
+    join streams as s on s.session_key = e.child_session_key
+    where e.relation in ('forked_from', 'inherits')
+    group by e.child_session_key, e.relation
+),
+
+final as (
+    select * from spawned_edges
+    union all
+    select * from fork_edges
 )
 
 select * from final
-order by session_key
+order by session_key, relation

@@ -2,7 +2,8 @@
 -- Sources: the sidecar's toolUseId, the parent's tool result naming agentId, and agent_progress
 -- lines (data.agentId with parentToolUseID); for inline 1.0.x sidechains, which carry no
 -- agentId, the parent's Task call whose input.prompt equals the sidechain's first text.
--- Resolved across batches by lineage.sql.
+-- Also forks: forkedFrom on copied records and fork-context-ref lines. Resolved across
+-- batches by lineage.sql.
 with files as (
     select * from batch_files where not is_foreign
 ),
@@ -14,6 +15,7 @@ streams as (
 from_sidecar as (
     select distinct
         session_key as child_session_key,
+        'spawned_by' as relation,
         cast(null as varchar) as parent_session_key,
         json_extract_string(sidecar, '$.toolUseId') as call_id,
         json_extract_string(sidecar, '$.agentType') as role,
@@ -34,6 +36,7 @@ from_results as (
     select distinct
         coalesce(s.parent_session_id, s.session_id) || '/' || json_extract_string(r.tool_use_result, '$.agentId')
             as child_session_key,
+        'spawned_by' as relation,
         r.session_key as parent_session_key,
         r.call_id,
         json_extract_string(r.tool_use_result, '$.agentType') as role,
@@ -45,6 +48,7 @@ from_results as (
 from_progress as (
     select distinct
         coalesce(s.parent_session_id, s.session_id) || '/' || r.progress_agent_id as child_session_key,
+        'spawned_by' as relation,
         r.session_key as parent_session_key,
         r.parent_tool_use_id as call_id,
         cast(null as varchar) as role,
@@ -76,6 +80,7 @@ prompt_calls as (
 from_prompt as (
     select distinct
         sp.session_key as child_session_key,
+        'spawned_by' as relation,
         c.session_key as parent_session_key,
         c.call_id,
         c.role,
@@ -85,8 +90,37 @@ from_prompt as (
         on c.prompt = sp.text and c.session_key = split_part(sp.session_key, '/sidechain-', 1)
 ),
 
+-- forkedFrom on copied records (proof native_field) and fork-context-ref (a referenced prefix)
+from_fork as (
+    select distinct
+        session_key as child_session_key,
+        'forked_from' as relation,
+        copied_from_session_id as parent_session_key,
+        cast(null as varchar) as call_id,
+        cast(null as varchar) as role,
+        'records.forkedFrom' as source,
+    from records_full
+    where copied_from_session_id is not null
+),
+
+from_fork_ref as (
+    select distinct
+        session_key as child_session_key,
+        'inherits' as relation,
+        native->>'$.parentSessionId' as parent_session_key,
+        cast(null as varchar) as call_id,
+        cast(null as varchar) as role,
+        'fork-context-ref' as source,
+    from records_full
+    where native_type = 'fork-context-ref' and native->>'$.parentSessionId' is not null
+),
+
 final as (
     select * from from_sidecar
+    union all
+    select * from from_fork
+    union all
+    select * from from_fork_ref
     union all
     select * from from_prompt
     union all

@@ -64,7 +64,7 @@ final as (
         'no native field names the tool call that spawned this subagent',
         cast(null as bigint),
     from streams as s
-    anti join lineage as l using (session_key)
+    anti join (select session_key from lineage where relation = 'spawned_by') as l using (session_key)
     where s.stream_kind <> 'main'
 
     union all

@@ -98,6 +98,21 @@ versions as (
     group by session_key
 ),
 
+-- header facts: the client (entrypoint), the active leaf (the latest last-prompt leafUuid),
+-- fork and continuation references (registry entry, Lineage and tree)
+header as (
+    select
+        session_key,
+        arg_min(entrypoint, seq) filter (where entrypoint is not null) as client_name,
+        arg_max(native->>'$.leafUuid', seq) filter (where native_type = 'last-prompt') as active_leaf_uuid,
+        mode(copied_from_session_id) filter (where copied_from_session_id is not null) as forked_from_session_id,
+        arg_max(native->>'$.parentSessionId', seq) filter (where native_type = 'fork-context-ref') as inherits_session_id,
+        arg_max(native->>'$.parentLastUuid', seq) filter (where native_type = 'fork-context-ref') as inherits_last_uuid,
+        arg_max(native->>'$.continuedInSessionId', seq) filter (where native_type = 'continued-in') as continued_in_session_id,
+    from recs
+    group by session_key
+),
+
 line_counts as (
     select session_key, count(*) as line_count
     from batch_source_lines
@@ -130,6 +145,14 @@ final as (
         json_extract_string(sf.sidecar, '$.agentType') as agent_type,
         json_extract_string(sf.sidecar, '$.description') as description,
         sf.source_files,
+        h.client_name,
+        h.active_leaf_uuid,
+        leaf.record_id as active_leaf_record_id,
+        h.forked_from_session_id,
+        case when h.inherits_session_id is not null then 'referenced' end as inherits_mode,
+        h.inherits_session_id,
+        h.inherits_last_uuid,
+        h.continued_in_session_id,
         coalesce(s.record_count, 0) as record_count,
         coalesce(lc.line_count, 0) as line_count,
         sf.sidecar,
@@ -140,6 +163,9 @@ final as (
     left join first_seen as fs using (session_key)
     left join versions as v using (session_key)
     left join line_counts as lc using (session_key)
+    left join header as h using (session_key)
+    left join (select session_key, uuid, record_id from observation_keys where is_live and uuid is not null) as leaf
+        on leaf.session_key = sf.session_key and leaf.uuid = h.active_leaf_uuid
 )
 
 select * from final

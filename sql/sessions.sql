@@ -4,7 +4,7 @@ with streams as (
 ),
 
 spawned as (
-    select session_key, parent_session_key from lineage
+    select session_key, parent_session_key from lineage where relation = 'spawned_by'
 ),
 
 main_keys as (
@@ -34,6 +34,14 @@ final as (
         s.agent_type,
         s.description,
         s.source_files,
+        s.client_name,
+        s.active_leaf_uuid,
+        s.active_leaf_record_id,
+        s.forked_from_session_id,
+        s.inherits_mode,
+        s.inherits_session_id,
+        s.inherits_last_uuid,
+        s.continued_in_session_id,
         s.record_count,
         s.line_count,
         s.sidecar,

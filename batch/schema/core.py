@@ -40,6 +40,14 @@ SESSIONS = Table(
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
         _c("source_files", STRS, "input files holding the stream"),
+        _c("client_name", STR, "client that wrote the stream: the first entrypoint (cli, sdk-cli, ...)"),
+        _c("active_leaf_uuid", STR, "active leaf: leafUuid of the latest last-prompt line"),
+        _c("active_leaf_record_id", STR, "record holding the active leaf, when it is in this stream"),
+        _c("forked_from_session_id", STR, "session the records were copied from (forkedFrom.sessionId); see lineage"),
+        _c("inherits_mode", STR, "referenced when a fork-context-ref line says the parent's prefix is referenced, not copied"),
+        _c("inherits_session_id", STR, "fork-context-ref parentSessionId"),
+        _c("inherits_last_uuid", STR, "fork-context-ref parentLastUuid: the last inherited record"),
+        _c("continued_in_session_id", STR, "continued-in continuedInSessionId: the session this one continues in"),
         _c("record_count", I64, "rows of this stream in records"),
         _c("line_count", I64, "rows of this stream's files in source_lines"),
         _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
@@ -210,11 +218,13 @@ TOOL_CALLS = Table(
 LINEAGE = Table(
     "lineage",
     "one row per (child stream, relation)",
-    "Edges between streams: subagents spawned by a tool call of their parent.",
+    "Edges between streams: subagents spawned by a tool call of their parent, and forks. A root is never "
+    "claimed from one transcript: a stream without a row here may still have a parent elsewhere.",
     (
         _c("session_key", STR, "child stream"),
-        _c("relation", STR, "spawned_by: the child was launched by the parent's tool call"),
-        _c("parent_session_key", STR, "stream holding the spawning tool call; null when not in the output"),
+        _c("relation", STR, "spawned_by (launched by the parent's tool call), forked_from (records copied by a "
+           "fork or branch) or inherits (a fork that references the parent's prefix)"),
+        _c("parent_session_key", STR, "stream holding the spawning tool call; for forks the other session's ID"),
         _c("call_id", STR, "tool_use.id of the spawning call"),
         _c("call_record_id", STR, "record holding the spawning tool call"),
         _c("scope", STR, "stream kind of the child: subagent or sidechain"),
@@ -278,6 +288,26 @@ LOSSES = Table(
     stage="final",
 )
 
+SESSION_EVENTS = Table(
+    "session_events",
+    "one row per change of a session-level value",
+    "Titles, names, tags, the last prompt, PR links, continuations, worktrees (session_info) and "
+    "permission mode and mode (config_change), written only when the value changes.",
+    (
+        _c("record_id", STR, "record that set the value (for a prompt's permissionMode, the prompt)"),
+        _c("session_key", STR, "stream"),
+        _c("seq", I64, "seq of that record: events are in file order"),
+        _c("event_kind", STR, "session_info or config_change"),
+        _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode or mode"),
+        _c("value", STR, "the new value"),
+        _c("previous_value", STR, "the value it replaced in this stream (null for the first)"),
+        _c("title_source", STR, "for titles: model (ai-title), user (custom-title) or summary (a summary of this stream's leaf)"),
+        _c("leaf_uuid", STR, "leafUuid of a last-prompt or summary line: the active leaf at that time"),
+        _c("native_type", STR, "native type of the line (or user, for a prompt's permissionMode)"),
+        _c("native", JSON, "the record's JSON", json=True),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     SESSIONS,
     RECORDS,
@@ -285,6 +315,7 @@ TABLES: tuple[Table, ...] = (
     INFERENCE_OBSERVATIONS,
     INFERENCES,
     TOOL_CALLS,
+    SESSION_EVENTS,
     LINEAGE,
     SOURCE_LINES,
     REJECTS,
