@@ -22,6 +22,8 @@ final as (
         output_tokens as output_total_tokens,
         cast(null as bigint) as output_reasoning_tokens,
         service_tier,
+        attribution_mcp_server as attributed_mcp_server,
+        attribution_mcp_tool as attributed_mcp_tool,
         'transcript' as usage_source,
         usage_position,
         usage_source_file,

@@ -23,7 +23,7 @@ select
     inference_id, session_key, record_id, model, stop_reason,
     input_uncached_tokens, input_total_tokens, input_includes_cache, cache_read_tokens,
     cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_total_tokens,
-    output_reasoning_tokens, service_tier, usage_complete, usage_source, usage_position,
+    output_reasoning_tokens, service_tier, attributed_mcp_server, attributed_mcp_tool, usage_complete, usage_source, usage_position,
     usage_source_file, usage_source_line, observation_count,
 from final
 order by session_key, inference_id

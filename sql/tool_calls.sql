@@ -1,18 +1,75 @@
 -- tool_calls: one row per tool call (call_id) in a stream, joined with its first result.
+-- Model calls are tool_use blocks; a user's `!` shell command (<bash-input>, answered by a
+-- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
+-- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
 with parts_ as (
-    select p.*, r.record_first_ord, r.position, r.timestamp, r.tool_use_result
+    select p.*, r.record_first_ord, r.position, r.timestamp, r.tool_use_result,
+        r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,
+        r.uuid,
     from batch_parts as p
     join records_full as r using (record_id)
 ),
 
-calls as (
-    select * from parts_ where part_type = 'tool_use' and call_id is not null
+model_calls as (
+    select
+        session_key, call_id, tool_name, tool_input, record_id, position, timestamp, record_first_ord,
+        'model' as requested_by,
+    from parts_
+    where part_type = 'tool_use' and call_id is not null
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
 ),
 
-results as (
-    select * from parts_ where part_type = 'tool_result' and call_id is not null
+model_results as (
+    select
+        session_key, call_id, record_id, position, timestamp, is_error, tool_use_result,
+        tool_denial_kind, permission_decision, permission_source, permission_reason_type,
+    from parts_
+    where part_type = 'tool_result' and call_id is not null
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
+),
+
+shell_inputs as (
+    select
+        p.session_key,
+        p.uuid as call_id,
+        'Bash' as tool_name,
+        json_object('command', regexp_extract(p.text, '<bash-input>(.*)</bash-input>', 1, 's')) as tool_input,
+        p.record_id, p.position, p.timestamp, p.record_first_ord,
+        'user' as requested_by,
+    from parts_ as p
+    where p.part_index = 0 and starts_with(ltrim(p.text), '<bash-input>')
+),
+
+shell_outputs as (
+    select
+        o.session_key,
+        i.call_id,
+        o.record_id,
+        o.position,
+        o.timestamp,
+        cast(null as boolean) as is_error,
+        json_object(
+            'stdout', regexp_extract(p.text, '<bash-stdout>(.*)</bash-stdout>', 1, 's'),
+            'stderr', regexp_extract(p.text, '<bash-stderr>(.*)</bash-stderr>', 1, 's')
+        ) as tool_use_result,
+        o.tool_denial_kind, o.permission_decision, o.permission_source, o.permission_reason_type,
+    from records_full as o
+    join batch_parts as p on p.record_id = o.record_id and p.part_index = 0
+    join shell_inputs as i on i.session_key = o.session_key and o.parent_uuid = i.call_id
+    where regexp_matches(ltrim(p.text), '^<bash-std(out|err)>')
+    qualify row_number() over (partition by i.session_key, i.call_id order by o.record_first_ord) = 1
+),
+
+calls as (
+    select * from model_calls
+    union all
+    select * from shell_inputs
+),
+
+results as (
+    select * from model_results
+    union all
+    select * from shell_outputs
 ),
 
 final as (
@@ -31,13 +88,31 @@ final as (
         case when c.tool_name like 'mcp\_\_%\_\_%' escape '\'
             then split_part(c.tool_name, '__', 2) end as mcp_server,
         case when c.tool_name like 'mcp\_\_%' escape '\' then 'mcp' end as provider_kind,
-        'model' as requested_by,
+        c.requested_by,
         case
             when r.call_id is null then 'pending'
+            when r.tool_denial_kind = 'interrupted' then 'interrupted'
+            when r.tool_denial_kind = 'cancelled' then 'cancelled'
+            when r.tool_denial_kind is not null then 'denied'
+            when r.permission_decision = 'reject' then 'denied'
             when coalesce(r.is_error, false) then 'error'
             else 'completed'
         end as status,
         r.is_error,
+        r.tool_denial_kind as denial_kind,
+        case r.permission_decision
+            when 'accept' then case when r.permission_source = 'user_permanent' then 'allow_always' else 'allow_once' end
+            when 'reject' then 'reject_once'
+        end as permission,
+        case
+            when r.permission_reason_type = 'classifier' then 'classifier'
+            when r.permission_source = 'config' then 'policy'
+            when r.permission_source in ('user_temporary', 'user_permanent', 'user_reject', 'user_abort') then 'user'
+            when r.permission_source = 'hook' then 'hook'
+        end as permission_decided_by,
+        case when r.permission_decision is not null then json_object(
+            'decision', r.permission_decision, 'source', r.permission_source, 'reasonType', r.permission_reason_type
+        ) end as permission_native,
         c.record_id as call_record_id,
         r.record_id as result_record_id,
         c.position as call_position,

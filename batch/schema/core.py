@@ -144,7 +144,10 @@ _USAGE_COLS = (
     _c("cache_write_1h_tokens", I64, "usage.cache_creation.ephemeral_1h_input_tokens"),
     _c("output_total_tokens", I64, "usage.output_tokens; a lower bound when usage_complete is false"),
     _c("output_reasoning_tokens", I64, "reasoning output; Claude Code does not report it separately, so null"),
-    _c("service_tier", STR, "usage.service_tier"),
+    _c("service_tier", STR, "usage.service_tier (params.serviceTier)"),
+    _c("attributed_mcp_server", STR, "attributionMcpServer of the response (attributedTo); its position after a "
+       "result does not identify a call"),
+    _c("attributed_mcp_tool", STR, "attributionMcpTool of the response (attributedTo)"),
 )
 
 INFERENCE_OBSERVATIONS = Table(
@@ -195,15 +198,20 @@ TOOL_CALLS = Table(
     "one row per tool call (call_id) per stream",
     "Tool calls joined with their results on call_id.",
     (
-        _c("call_id", STR, "tool_use.id"),
+        _c("call_id", STR, "tool_use.id; for a `!` shell command, the uuid of its <bash-input> line"),
         _c("session_key", STR, "stream of the call"),
         _c("tool_name", STR, "tool name as called"),
         _c("tool_kind", STR, "execute, edit, read, search, fetch or other (by name, registry entry)"),
         _c("mcp_server", STR, "server part of an MCP composite name mcp__<server>__<tool>"),
         _c("provider_kind", STR, "mcp for MCP tools (identity unknown), else null"),
-        _c("requested_by", STR, "model for tool_use blocks"),
-        _c("status", STR, "completed, error, or pending (no result in this capture)"),
+        _c("requested_by", STR, "model for tool_use blocks; user for `!` shell commands (<bash-input>)"),
+        _c("status", STR, "completed, error, denied, interrupted, cancelled, or pending (no result in this capture)"),
         _c("is_error", BOOL, "tool_result.is_error of the result"),
+        _c("denial_kind", STR, "native toolDenialKind of the result, which sets the status"),
+        _c("permission", STR, "compact approval decision (ASR-279): allow_once, allow_always (source user_permanent) "
+           "or reject_once, from permissionDecision"),
+        _c("permission_decided_by", STR, "policy (config), user, hook, or classifier (reasonType classifier)"),
+        _c("permission_native", JSON, "permissionDecision {decision, source, reasonType} as recorded", json=True),
         _c("call_record_id", STR, "response record holding the tool_use"),
         _c("result_record_id", STR, "record holding the tool_result"),
         _c("call_position", STR, "position of the tool_use line"),

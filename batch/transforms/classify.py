@@ -55,7 +55,10 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
     sub = pl.col("native_subtype")
     is_meta = pl.col("is_meta").fill_null(False)
     synthetic = (pl.col("model") == SYNTHETIC_MODEL).fill_null(False) | pl.col("is_api_error").fill_null(False)
-    tool_result = (t == "user") & (pl.col("first_block_type") == "tool_result").fill_null(False)
+    # a user `!` shell command's output (<bash-stdout>) is the result of a call the user requested
+    tool_result = (t == "user") & (
+        (pl.col("first_block_type") == "tool_result").fill_null(False) | _text_starts("<bash-stdout>", "<bash-stderr>")
+    )
     compact_summary = (t == "user") & pl.col("is_compact_summary").fill_null(False)
     origin_kind = pl.col("origin_kind")
 
