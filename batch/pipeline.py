@@ -101,7 +101,7 @@ def convert(
         counts: dict[str, int] = {}
         with duckdb.connect() as con:
             for index, files in enumerate(groups):
-                result = _convert_batch(con, files, output, index)
+                result = _convert_batch(con, files, output, index, found.tool_result_files)
                 inputs.extend(result.inputs)
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
@@ -161,8 +161,11 @@ def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
     )
 
 
-def _convert_batch(con: duckdb.DuckDBPyConnection, files: list[SourceFile], output: Output, index: int) -> _Batch:
+def _convert_batch(
+    con: duckdb.DuckDBPyConnection, files: list[SourceFile], output: Output, index: int, tool_result_files: set[str]
+) -> _Batch:
     lines, digests = read_lines(files)
+    con.register("batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     blank = pl.col("text").str.strip_chars() == ""
     blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
     lines = lines.filter(~blank)

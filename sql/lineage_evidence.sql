@@ -112,7 +112,7 @@ from_fork_ref as (
         cast(null as varchar) as role,
         'fork-context-ref' as source,
     from records_full
-    where native_type = 'fork-context-ref' and native->>'$.parentSessionId' is not null
+    where native_type = 'fork-context-ref' and (native->>'$.parentSessionId') is not null
 ),
 
 final as (

@@ -1,5 +1,9 @@
 -- parts: one row per distinct content block of a record, in first-seen order (ASR-511).
 -- A string message.content, and a system line's string content, are one text block.
+-- An attachment's structured content is one data part with schema
+-- com.anthropic.claude-code/attachment/<type>; its rendered text stays in display_content, and
+-- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
+-- is external when the file is in the archive, truncated when it is gone.
 with live as (
     select * from observation_keys where is_live
 ),
@@ -10,6 +14,7 @@ array_blocks as (
         session_key,
         ord,
         line,
+        native_type,
         unnest(json_extract(content, '$[*]')) as block,
         unnest(range(json_array_length(content)::bigint)) as block_index,
     from live
@@ -22,6 +27,7 @@ string_blocks as (
         session_key,
         ord,
         line,
+        native_type,
         json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$')) as block,
         0 as block_index,
     from live
@@ -29,10 +35,25 @@ string_blocks as (
         or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR')
 ),
 
+attachment_blocks as (
+    select
+        record_id,
+        session_key,
+        ord,
+        line,
+        native_type,
+        json->'$.attachment' as block,
+        0 as block_index,
+    from live
+    where native_type = 'attachment' and json_type(json->'$.attachment') = 'OBJECT'
+),
+
 blocks as (
     select * from array_blocks
     union all
     select * from string_blocks
+    union all
+    select * from attachment_blocks
 ),
 
 distinct_blocks as (
@@ -51,27 +72,67 @@ decoded as (
     from distinct_blocks
 ),
 
-final as (
+rendered as (
+    select record_id, any_value(json->'$.rendered') as display_content
+    from live
+    where native_type = 'attachment' and (json->'$.rendered') is not null
+    group by record_id
+),
+
+tool_result_files as (
+    select name from batch_tool_result_files
+),
+
+shaped as (
     select
-        record_id,
-        session_key,
-        row_number() over (partition by record_id order by ord, block_index) - 1 as part_index,
-        coalesce(b.type, 'unknown') as part_type,
+        d.record_id,
+        d.session_key,
+        row_number() over (partition by d.record_id order by d.ord, d.block_index) - 1 as part_index,
+        case when d.native_type = 'attachment' then 'data' else coalesce(b.type, 'unknown') end as part_type,
+        case when d.native_type = 'attachment' then 'com.anthropic.claude-code/attachment/' || b.type end as schema,
         case
             when b.type = 'text' then b.text
             when b.type = 'thinking' then b.thinking
             when b.type = 'tool_result' and json_type(b.content) = 'VARCHAR' then json_extract_string(b.content, '$')
             when b.type = 'tool_result' and json_type(b.content) = 'ARRAY'
-                then array_to_string(json_extract_string(b.content, '$[*].text'), '\n')
+                then array_to_string(json_extract_string(b.content, '$[*].text'), chr(10))
         end as text,
         coalesce(b.id, b.tool_use_id) as call_id,
         b.name as tool_name,
         b.input as tool_input,
         b.is_error,
         b.source.media_type as media_type,
-        line as source_line,
-        block::varchar as native,
-    from decoded
+        d.native_type = 'attachment'
+            and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
+            as is_empty_data,
+        r.display_content,
+        d.line as source_line,
+        d.block::varchar as native,
+    from decoded as d
+    left join rendered as r using (record_id)
+),
+
+final as (
+    select
+        * exclude (is_empty_data, display_content, source_line, native),
+        case
+            when is_empty_data then 'empty'
+            when persisted_file is null then 'complete'
+            when persisted_file in (select name from tool_result_files) then 'external'
+            else 'truncated'
+        end as capture_state,
+        persisted_file,
+        display_content,
+        source_line,
+        native,
+    from (
+        select
+            *,
+            -- a large output replaced by a pointer: "<persisted-output>Tool result saved to: .../tool-results/<file>"
+            case when part_type = 'tool_result' and regexp_matches(text, '^\s*<persisted-output>')
+                then nullif(regexp_extract(text, 'tool-results/([A-Za-z0-9_.-]+)', 1), '') end as persisted_file,
+        from shaped
+    )
 )
 
 select * from final
