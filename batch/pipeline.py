@@ -151,12 +151,15 @@ def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
             "content_level": [f.content_level for f in files],
             "producer_source": [f.producer_source for f in files],
             "file_rank": [rank[i] for i in range(len(files))],
+            # positions in a second copy of a stream's file are told apart by a prefix
+            "position_prefix": [f"copy{rank[i]}:" if rank[i] else "" for i in range(len(files))],
+            "record_source": ["transcript"] * len(files),
         },
         schema={
             "file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "session_id": pl.String,
             "stream_kind": pl.String, "parent_session_id": pl.String, "agent_id": pl.String,
             "sidecar": pl.String, "content_level": pl.String, "producer_source": pl.String,
-            "file_rank": pl.Int32,
+            "file_rank": pl.Int32, "position_prefix": pl.String, "record_source": pl.String,
         },
     )
 
@@ -195,6 +198,7 @@ def _convert_batch(
     rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
     con.register("batch_files", files_frame)
     con.register("batch_rejects", rejects)
+    observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
     con.register("classified", classify(observations))
     sql.materialize(con, "observation_keys")
@@ -238,6 +242,52 @@ def _convert_batch(
         for i, f in enumerate(files)
     ]
     return _Batch(files, inputs, counts)
+
+
+def _rebuild_from_progress(
+    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, files_frame: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rebuild subagent streams whose transcript is absent from their agent_progress copies.
+
+    Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
+    with positions prefixed `agent_progress:`, and its records say where they came from.
+    """
+    con.register("observations", observations)
+    copies = sql.frame(con, "progress_copies")
+    if copies.is_empty():
+        return observations, files_frame
+    parents = files_frame.select("file_idx", "content_level", "producer_source")
+    virtual = (
+        copies.unique("child_session_key", keep="first", maintain_order=True)
+        .join(parents, on="file_idx", how="left")
+        .with_row_index("i")
+        .select(
+            file_idx=(pl.col("i") + files_frame.height).cast(pl.Int32),
+            source_file="source_file",
+            session_key="child_session_key",
+            session_id="agent_id",
+            stream_kind=pl.lit("subagent"),
+            parent_session_id="parent_session_id",
+            agent_id="agent_id",
+            sidecar=pl.lit(None, pl.String),
+            content_level="content_level",
+            producer_source="producer_source",
+            file_rank=pl.lit(0, pl.Int32),
+            position_prefix=pl.lit("agent_progress:"),
+            record_source=pl.lit("agent_progress"),
+            is_foreign=pl.lit(False),
+        )
+    )
+    files_frame = pl.concat([files_frame, virtual])
+    objects = copies.join(
+        virtual.select("file_idx", child_session_key="session_key"), on="child_session_key", suffix="_virtual"
+    ).select(
+        file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
+    ).cast(OBJECT_SCHEMA)
+    con.register("batch_files", files_frame)
+    con.register("batch_objects", objects)
+    rebuilt = sql.frame(con, "observations")
+    return pl.concat([observations, rebuilt]), files_frame
 
 
 def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:

@@ -1,6 +1,7 @@
 -- inference_candidates: one row per (stream, inference): the latest observation of each
 -- response in one stream. Synthetic API-error lines are not inferences. Usage never comes from
--- progress copies or toolUseResult.usage (claude-code-format.md 9.3).
+-- toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present;
+-- a stream rebuilt from those copies says so in usage_source.
 with responses as (
     select * from records_full where inference_id is not null
 ),
@@ -24,7 +25,7 @@ final as (
         service_tier,
         attribution_mcp_server as attributed_mcp_server,
         attribution_mcp_tool as attributed_mcp_tool,
-        'transcript' as usage_source,
+        record_source as usage_source,
         usage_position,
         usage_source_file,
         usage_source_line,

@@ -24,6 +24,10 @@ rejected as (
     group by session_key
 ),
 
+rebuilt as (
+    select session_key from sessions where rebuilt_from is not null
+),
+
 foreign_files as (
     select count(*) as n from rejects where reason = 'foreign_file'
 ),
@@ -66,6 +70,16 @@ final as (
     from streams as s
     anti join (select session_key from lineage where relation = 'spawned_by') as l using (session_key)
     where s.stream_kind <> 'main'
+
+    union all
+
+    select
+        session_key,
+        'subagent_transcript_absent',
+        'the subagent transcript is not in the archive: the stream was rebuilt from the agent_progress '
+            || 'copies in its parent, which keep no parent links, no metadata lines and often no final usage',
+        cast(null as bigint),
+    from rebuilt
 
     union all
 

@@ -57,8 +57,8 @@ final as (
         f.source_file,
         f.session_key,
         f.stream_kind,
-        case when f.file_rank = 0 then '' else 'copy' || f.file_rank || ':' end
-            || 'line:' || d.line || coalesce('#' || d.sub, '') as position,
+        f.position_prefix || 'line:' || d.line || coalesce('#' || d.sub, '') as position,
+        f.record_source,
         e.type as native_type,
         coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) as native_subtype,
         e.uuid,

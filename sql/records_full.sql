@@ -31,6 +31,18 @@ launched as (
     where json_extract_string(o.tool_use_result, '$.agentId') is not null
 ),
 
+-- agent_progress lines embed a subagent's own messages: each is linked to the subagent record
+-- it copies (from its transcript file, or rebuilt from these copies when the file is absent)
+progress_copies as (
+    select
+        f.record_id,
+        coalesce(bf.parent_session_id, bf.session_id) || '/' || f.progress_agent_id as child_session_key,
+        f.json->>'$.data.message.uuid' as copy_uuid,
+    from first_obs as f
+    join batch_files as bf using (file_idx)
+    where f.native_subtype = 'agent_progress' and f.progress_agent_id is not null
+),
+
 launch_prompts as (
     select session_key, min(uuid_first_ord) as launch_ord
     from first_obs
@@ -88,6 +100,8 @@ joined as (
         case when f.native_type = 'assistant' and f.live_count > 1 then 'folded' end as assembly_mode,
         f.observation_count,
         f.has_revision_history,
+        l.record_source,
+        cp.record_id as copy_of_record_id,
         f.cwd,
         f.git_branch,
         l.version,
@@ -119,6 +133,8 @@ joined as (
     left join uuid_map as p on p.session_key = f.session_key and p.uuid = f.parent_uuid
     left join uuid_map as lpu on lpu.session_key = f.session_key and lpu.uuid = f.logical_parent_uuid
     left join launch_prompts as lp on lp.session_key = f.session_key and lp.launch_ord = f.uuid_first_ord
+    left join progress_copies as pc on pc.record_id = f.record_id
+    left join uuid_map as cp on cp.session_key = pc.child_session_key and cp.uuid = pc.copy_uuid
 ),
 
 -- queue-operation remove: the queued message it pulls back is withdrawn (registry entry, Notes):

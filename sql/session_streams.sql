@@ -19,6 +19,7 @@ file_streams as (
         any_value(content_level) as content_level,
         any_value(producer_source) as producer_source,
         any_value(sidecar) as sidecar,
+        any_value(record_source) as record_source,
         list(source_file order by file_rank) as source_files,
     from files
     group by session_key
@@ -35,6 +36,7 @@ sidechain_streams as (
         any_value(f.content_level) as content_level,
         any_value(f.producer_source) as producer_source,
         cast(null as varchar) as sidecar,
+        any_value(f.record_source) as record_source,
         list(distinct f.source_file) as source_files,
     from observation_keys as k
     join files as f using (file_idx)
@@ -145,6 +147,7 @@ final as (
         json_extract_string(sf.sidecar, '$.agentType') as agent_type,
         json_extract_string(sf.sidecar, '$.description') as description,
         sf.source_files,
+        case when sf.record_source <> 'transcript' then sf.record_source end as rebuilt_from,
         h.client_name,
         h.active_leaf_uuid,
         leaf.record_id as active_leaf_record_id,

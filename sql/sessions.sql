@@ -34,6 +34,7 @@ final as (
         s.agent_type,
         s.description,
         s.source_files,
+        s.rebuilt_from,
         s.client_name,
         s.active_leaf_uuid,
         s.active_leaf_record_id,

@@ -55,8 +55,14 @@ def test_every_line_lands_in_a_record(converted):
     assert lines.filter(pl.col("status").is_in(["mapped", "folded", "duplicate"]).not_()).height == 0
     missing = lines.join(t["records"], on="record_id", how="anti")
     assert missing.height == 0
-    # one mapped line per record: its JSON is the record's native
-    assert lines.filter(pl.col("status") == "mapped").height == t["records"].height
+    # one mapped line per record read from a transcript: its JSON is the record's native
+    from_files = t["records"].filter(pl.col("record_source") == "transcript")
+    assert lines.filter(pl.col("status") == "mapped").height == from_files.height
+    # a record rebuilt from agent_progress copies is linked from the progress line it came from
+    rebuilt = t["records"].filter(pl.col("record_source") == "agent_progress")
+    assert rebuilt.height > 0
+    linked = t["records"].get_column("copy_of_record_id").drop_nulls().unique()
+    assert rebuilt.join(linked.to_frame("record_id"), on="record_id", how="anti").height == 0
 
 
 def test_keys_are_unique(converted):
@@ -68,22 +74,34 @@ def test_keys_are_unique(converted):
     assert t["tool_calls"].select("session_key", "call_id").is_duplicated().sum() == 0
 
 
+def _assistant_lines(path: Path, agent_files: set[str]):
+    """Yield (where, line object) for the assistant lines of a file, and for the subagent messages
+    its agent_progress lines embed when that subagent's own file is absent."""
+    for raw in path.read_bytes().split(b"\n"):
+        if not raw.strip():
+            continue
+        obj = json.loads(raw)
+        data = obj.get("data") or {}
+        if data.get("type") == "agent_progress" and data.get("agentId") not in agent_files:
+            yield f"progress:{data.get('agentId')}", data.get("message") or {}
+        else:
+            yield str(path), obj
+
+
 def _independent_usage() -> dict[str, dict]:
     """Per inference: usage of the latest line of each file, then the one with a stop reason
     (else the largest output) across files, computed line by line without the converter."""
     per_file: dict[tuple[str, str], dict] = {}
+    agent_files = {p.name[len("agent-"):-len(".jsonl")] for p in corpus_files() if p.name.startswith("agent-")}
     for path in corpus_files():
-        for raw in path.read_bytes().split(b"\n"):
-            if not raw.strip():
-                continue
-            obj = json.loads(raw)
+        for where, obj in _assistant_lines(path, agent_files):
             message = obj.get("message") or {}
             if obj.get("type") != "assistant" or not message.get("id"):
                 continue
             if message.get("model") == "<synthetic>" or obj.get("isApiErrorMessage"):
                 continue
             usage = message.get("usage") or {}
-            per_file[(str(path), message["id"])] = {
+            per_file[(where, message["id"])] = {
                 "stop": message.get("stop_reason"),
                 "input": usage.get("input_tokens"),
                 "output": usage.get("output_tokens"),
@@ -140,7 +158,7 @@ def test_subagents_of_every_layout_are_streams(converted):
 def test_rerun_gives_identical_tables(converted, tmp_path):
     _, first = converted
     out = tmp_path / "again"
-    batch.convert([CORPUS], out, batch_bytes=1)
+    batch.convert([CORPUS], out, batch_bytes=2 << 20)
     second = read_tables(out)
     for name, frame in first.items():
         keys = [c for c in frame.columns if frame.schema[c] != pl.List(pl.String)]

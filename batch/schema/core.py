@@ -40,6 +40,8 @@ SESSIONS = Table(
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
         _c("source_files", STRS, "input files holding the stream"),
+        _c("rebuilt_from", STR, "agent_progress when the subagent transcript is absent and the stream was rebuilt "
+           "from the copies its parent's progress lines embed; else null"),
         _c("client_name", STR, "client that wrote the stream: the first entrypoint (cli, sdk-cli, ...)"),
         _c("active_leaf_uuid", STR, "active leaf: leafUuid of the latest last-prompt line"),
         _c("active_leaf_record_id", STR, "record holding the active leaf, when it is in this stream"),
@@ -105,6 +107,9 @@ RECORDS = Table(
         _c("copied_from_uuid", STR, "forkedFrom.messageUuid: the record it was copied from"),
         _c("assembly_mode", STR, "folded when the record was assembled from several lines sharing message.id (ASR-511)"),
         _c("observation_count", I64, "input objects folded or deduplicated into this record"),
+        _c("record_source", STR, "transcript (a line of the stream's own file) or agent_progress (rebuilt from a "
+           "copy embedded in the parent's progress line; position then reads agent_progress:line:N of the parent file)"),
+        _c("copy_of_record_id", STR, "for an agent_progress record: the subagent record its embedded message copies"),
         _c("has_revision_history", BOOL, "a uuid of this record was written again with different content "
            "(the overwritten snapshots are kept in source_lines.native)"),
         _c("cwd", STR, "native cwd at write time"),
@@ -168,7 +173,8 @@ INFERENCE_OBSERVATIONS = Table(
         _c("model", STR, "message.model"),
         _c("stop_reason", STR, "stop_reason of the latest observation; null when upstream never wrote it"),
         *_USAGE_COLS,
-        _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file)"),
+        _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file) or "
+           "agent_progress (a copy in the parent's progress line, the subagent file being absent)"),
         _c("usage_position", STR, "position of the line the usage was taken from"),
         _c("usage_source_file", STR, "file of that line"),
         _c("usage_source_line", I64, "physical line of that line"),
@@ -191,7 +197,7 @@ INFERENCES = Table(
         *_USAGE_COLS,
         _c("usage_complete", BOOL, "false when the selected observation has no stop reason: upstream wrote "
            "streaming placeholders, so output_total_tokens is a lower bound"),
-        _c("usage_source", STR, "where the usage was read: transcript"),
+        _c("usage_source", STR, "where the usage was read: transcript or agent_progress (see inference_observations)"),
         _c("usage_position", STR, "position the usage came from"),
         _c("usage_source_file", STR, "file the usage came from"),
         _c("usage_source_line", I64, "line the usage came from"),
