@@ -79,6 +79,7 @@ def sql_cmd(
         typer.echo(";\n".join(statements) + ";")
         return
     with duckdb.connect() as con:
+        con.execute("set enable_progress_bar = false")
         for stmt in statements:
             con.execute(stmt)
         try:

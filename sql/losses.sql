@@ -24,6 +24,20 @@ rejected as (
     group by session_key
 ),
 
+shell_calls as (
+    select session_key, count(*) as n
+    from tool_calls
+    where tool_kind = 'execute'
+    group by session_key
+),
+
+truncated_outputs as (
+    select session_key, count(*) as n
+    from parts
+    where capture_state = 'truncated'
+    group by session_key
+),
+
 rebuilt as (
     select session_key from sessions where rebuilt_from is not null
 ),
@@ -80,6 +94,24 @@ final as (
             || 'copies in its parent, which keep no parent links, no metadata lines and often no final usage',
         cast(null as bigint),
     from rebuilt
+
+    union all
+
+    select
+        session_key,
+        'shell_exit_code',
+        'Claude Code records no numeric exit code for shell commands: success is known only from is_error',
+        n,
+    from shell_calls
+
+    union all
+
+    select
+        session_key,
+        'tool_output_truncated',
+        'tool outputs persisted to tool-results/ whose file is not in the archive (deleted by retention or not copied)',
+        n,
+    from truncated_outputs
 
     union all
 

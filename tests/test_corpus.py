@@ -163,3 +163,31 @@ def test_rerun_gives_identical_tables(converted, tmp_path):
     for name, frame in first.items():
         keys = [c for c in frame.columns if frame.schema[c] != pl.List(pl.String)]
         assert_frame_equal(frame.sort(keys), second[name].sort(keys), check_row_order=True)
+
+
+def test_real_evidence_versions_are_the_corpus_versions(converted):
+    out, _ = converted
+    manifest = json.loads((out / "manifest.json").read_text())
+    coverage = manifest["export_report"]["coverage"]
+    assert coverage["versions_in_input"] == coverage["real_evidence_versions"]
+
+
+def test_unassigned_summaries_are_not_titles(converted):
+    out, t = converted
+    unassigned = json.loads((out / "manifest.json").read_text())["_meta"]["com.anthropic.claude-code/unassigned"]
+    assert unassigned, "the corpus has summaries of other sessions' leaves"
+    title_records = set(t["session_events"].filter(pl.col("field") == "title").get_column("record_id").to_list())
+    # each unassigned fact names a leaf that is not a uuid of the stream holding its line
+    by_position = t["records"].select("source_file", "position", "session_key")
+    uuids = t["records"].select("session_key", "uuid").drop_nulls()
+    for fact in unassigned[:50]:
+        row = by_position.filter(
+            (pl.col("source_file") == fact["source"]["path"]) & (pl.col("position") == fact["source"]["position"])
+        )
+        key = row.get_column("session_key").item()
+        record = t["records"].filter(
+            (pl.col("source_file") == fact["source"]["path"]) & (pl.col("position") == fact["source"]["position"])
+        ).get_column("record_id").item()
+        assert record not in title_records
+        leaf = fact["references"]["leafUuid"]
+        assert uuids.filter((pl.col("session_key") == key) & (pl.col("uuid") == leaf)).height == 0
