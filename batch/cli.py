@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, standalone_mode=False)
     except (BatchError, _UsageError) as exc:
         message = exc.format_message() if isinstance(exc, _UsageError) else str(exc)
-        typer.echo(f"Error: {message}", err=True)
+        typer.echo("Error: " + " ".join(message.split()), err=True)
         raise SystemExit(1) from None
     except typer.Abort:
         typer.echo("Error: interrupted; the previous output, if any, is unchanged.", err=True)

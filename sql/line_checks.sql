@@ -9,7 +9,8 @@ final as (
         file_idx,
         line,
         json_valid(text) as is_json,
-        json_valid(text) and json_type(text) = 'OBJECT' as is_object,
+        -- json_type raises on malformed text, so it only runs on valid lines
+        coalesce(case when json_valid(text) then json_type(text) = 'OBJECT' end, false) as is_object,
     from lines
 )
 

@@ -88,7 +88,8 @@ keyed as (
         g.uuid_versions,
         g.uuid_first_position,
         g.uuid_first_line,
-        o.ord = g.uuid_last_ord as is_live,
+        -- identical copies: the first is kept; overwritten snapshots: the latest, at the first position
+        o.ord = case when g.uuid_versions = 1 then g.uuid_first_ord else g.uuid_last_ord end as is_live,
         case
             when o.native_type = 'assistant' and o.message_id is not null then 'msg:' || o.message_id
             when b.boundary_uuid is not null then b.boundary_uuid

@@ -2,7 +2,10 @@
 -- Titles: the latest custom-title beats the latest ai-title beats the newest summary whose
 -- leafUuid is in the stream (summaries can name other sessions' leaves).
 with files as (
-    select * from batch_files where not is_foreign
+    -- an empty or foreign file holds no stream
+    select * from batch_files
+    where not is_foreign
+        and (file_idx in (select file_idx from batch_lines) or file_idx in (select file_idx from observation_keys))
 ),
 
 recs as (

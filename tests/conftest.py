@@ -1,0 +1,144 @@
+"""Shared helpers: authored Claude Code lines, a JSONL writer and a converter runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import batch
+from batch.schema import TABLES
+
+SID = "11111111-1111-4111-8111-111111111111"
+SID2 = "22222222-2222-4222-8222-222222222222"
+CWD = "/home/user/project"
+VERSION = "2.1.39"
+MODEL = "claude-opus-4-6"
+
+
+def uid(n: int) -> str:
+    """A deterministic lowercase UUID for line n."""
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def envelope(type_: str, uuid: str | None, parent: str | None, ts: str, sid: str = SID, **extra) -> dict:
+    """The common envelope of a chain entry, in the key order Claude Code 2.1.39 writes."""
+    obj = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": CWD,
+        "sessionId": sid,
+        "version": VERSION,
+        "gitBranch": "main",
+        "type": type_,
+    }
+    obj.update(extra)
+    if uuid is not None:
+        obj["uuid"] = uuid
+    obj["timestamp"] = ts
+    return obj
+
+
+def user(uuid: str, parent: str | None, text: str, ts: str = "2026-02-12T20:30:00.000Z", **kw) -> dict:
+    return envelope("user", uuid, parent, ts, message={"role": "user", "content": text}, **kw)
+
+
+def usage(output: int, *, input_: int = 6, cache_write: int | None = 100, cache_read: int | None = 50,
+          split: bool = True) -> dict:
+    u = {"input_tokens": input_}
+    if cache_write is not None:
+        u["cache_creation_input_tokens"] = cache_write
+    if cache_read is not None:
+        u["cache_read_input_tokens"] = cache_read
+    if split:
+        u["cache_creation"] = {"ephemeral_5m_input_tokens": cache_write or 0, "ephemeral_1h_input_tokens": 0}
+    u["output_tokens"] = output
+    u["service_tier"] = "standard"
+    return u
+
+
+def assistant(uuid: str, parent: str | None, msg_id: str, blocks: list[dict], *, output: int = 3,
+              stop: str | None = None, ts: str = "2026-02-12T20:30:01.000Z", model: str = MODEL,
+              request_id: str | None = "req_011CPzYuqyBehXVMovbsLhUW", usage_: dict | None = None,
+              sid: str = SID, **kw) -> dict:
+    message = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage_ if usage_ is not None else usage(output),
+    }
+    extra = {"message": message}
+    if request_id is not None:
+        extra["requestId"] = request_id
+    extra.update(kw)
+    return envelope("assistant", uuid, parent, ts, sid=sid, **extra)
+
+
+def tool_result(uuid: str, parent: str | None, call_id: str, text: str = "ok", *,
+                ts: str = "2026-02-12T20:30:02.000Z", result: object = None, sid: str = SID, **kw) -> dict:
+    return envelope(
+        "user", uuid, parent, ts, sid=sid,
+        message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}]},
+        toolUseResult=result if result is not None else {"stdout": text, "stderr": "", "interrupted": False},
+        **kw,
+    )
+
+
+THINKING = {"type": "thinking", "thinking": "Let me look.", "signature": "sig=="}
+TEXT = {"type": "text", "text": "I'll list the files."}
+
+
+def tool_use(call_id: str = "toolu_01A", name: str = "Bash", cmd: str = "ls") -> dict:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": {"command": cmd}}
+
+
+def dumps(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def write_jsonl(path: Path, items: list, *, newline_at_end: bool = True) -> Path:
+    """Write objects (dicts) and raw lines (str or bytes, written as is) one per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chunks = []
+    for item in items:
+        if isinstance(item, bytes):
+            chunks.append(item)
+        elif isinstance(item, str):
+            chunks.append(item.encode("utf-8"))
+        else:
+            chunks.append(dumps(item).encode("utf-8"))
+    data = b"\n".join(chunks) + (b"\n" if newline_at_end and chunks else b"")
+    path.write_bytes(data)
+    return path
+
+
+def read_tables(out: Path) -> dict[str, pl.DataFrame]:
+    """Every output table of `out`, read from out/<table>/*.parquet."""
+    return {t.name: pl.read_parquet(out / t.name / "*.parquet") for t in TABLES}
+
+
+def run(src: Path | list[Path], out: Path, **kw) -> dict[str, pl.DataFrame]:
+    """Convert `src` into `out` with batch.convert and return every table as a Polars frame."""
+    sources = src if isinstance(src, list) else [src]
+    batch.convert(sources, out, **kw)
+    return read_tables(out)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A Claude Code project folder."""
+    folder = tmp_path / "projects" / "-home-user-project"
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    return tmp_path / "asr-out"

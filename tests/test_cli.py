@@ -1,0 +1,204 @@
+"""Command line: exit codes, one `Error:` line per user error, help texts, sql and --version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import batch
+from batch.cli import main
+from conftest import SID, TEXT, assistant, uid, user, write_jsonl
+
+
+def invoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([*args])
+    captured = capsys.readouterr()
+    code = exc.value.code
+    return (0 if code is None else code), captured.out, captured.err
+
+
+def assert_one_error_line(err: str, *fragments: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("Error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], err
+
+
+@pytest.fixture
+def converted(src: Path, out: Path) -> Path:
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "hello"),
+        assistant(uid(2), uid(1), "msg_01A", [TEXT], output=12, stop="end_turn"),
+    ])
+    batch.convert([src], out)
+    return out
+
+
+def test_convert_prints_a_summary_and_writes_the_output(capsys, src, out):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out))
+    assert code == 0, err
+    assert "Converted 1 files" in stdout
+    assert "records 1" in stdout
+    assert json.loads((out / "manifest.json").read_text())["tables"]["records"] == 1
+    assert (out / "asr.duckdb").is_file()
+
+
+def test_convert_quiet_prints_nothing(capsys, src, out):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--quiet")
+    assert (code, stdout, err) == (0, "", "")
+
+
+def test_missing_source_is_one_error_line(capsys, tmp_path, out):
+    missing = tmp_path / "no-such-folder"
+    code, stdout, err = invoke(capsys, "convert", str(missing), "--out", str(out), "-q")
+    assert code == 1
+    assert stdout == ""
+    assert_one_error_line(err, str(missing))
+    assert not out.exists()
+
+
+def test_missing_source_through_python_m_batch(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    proc = subprocess.run(
+        [sys.executable, "-m", "batch", "convert", str(missing), "--out", str(tmp_path / "out"), "-q"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert_one_error_line(proc.stderr, str(missing))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("convert", "--bogus"),
+        ("convert", "--batch-mb", "0"),
+        ("convert", "--batch-mb", "many"),
+        ("sql",),
+        ("no-such-command",),
+    ],
+    ids=["unknown-option", "batch-mb-below-min", "batch-mb-not-int", "sql-missing-out", "unknown-command"],
+)
+def test_bad_usage_is_one_error_line(capsys, args):
+    code, stdout, err = invoke(capsys, *args)
+    assert code == 1
+    assert_one_error_line(err)
+
+
+def test_unwritable_out_is_one_error_line(capsys, src, tmp_path):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(blocker / "out"), "-q")
+    assert code == 1
+    assert_one_error_line(err, "--out")
+    assert blocker.read_text() == "not a folder"
+
+
+def test_out_that_is_a_file_is_one_error_line(capsys, src, tmp_path):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    target = tmp_path / "out.txt"
+    target.write_text("keep me")
+    code, _, err = invoke(capsys, "convert", str(src), "--out", str(target), "-q")
+    assert code == 1
+    assert_one_error_line(err, "not a folder")
+    assert target.read_text() == "keep me"
+
+
+def test_non_empty_folder_without_manifest_is_refused(capsys, src, tmp_path):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.md").write_text("mine")
+    code, _, err = invoke(capsys, "convert", str(src), "--out", str(target), "-q")
+    assert code == 1
+    assert_one_error_line(err, "not an asr-batch output")
+    assert [p.name for p in target.iterdir()] == ["notes.md"]
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("convert", ["--out", "output folder", "--batch-mb", "mib per batch", "--quiet", "sources",
+                     "projects folders"]),
+        ("sql", ["--limit", "rows to print", "out", "query", "sql to run"]),
+        ("schema", ["markdown"]),
+    ],
+)
+def test_every_command_has_help_describing_its_options(capsys, command, expected):
+    code, stdout, err = invoke(capsys, command, "--help")
+    assert code == 0, err
+    assert stdout.strip()
+    assert err == ""
+    for word in expected:
+        assert word in stdout.lower(), (word, stdout)
+
+
+def test_root_help_lists_the_commands(capsys):
+    code, stdout, _ = invoke(capsys, "--help")
+    assert code == 0
+    for command in ("convert", "sql", "schema"):
+        assert command in stdout
+
+
+def test_sql_prints_a_query_result(capsys, converted):
+    code, stdout, err = invoke(capsys, "sql", str(converted), "select count(*) as n from records")
+    assert code == 0, err
+    lines = stdout.splitlines()
+    assert lines[0].strip() == "n"
+    assert lines[2].strip() == "2"
+
+
+def test_sql_sees_every_table(capsys, converted):
+    code, stdout, err = invoke(
+        capsys, "sql", str(converted), "select inference_id, output_total_tokens from inferences"
+    )
+    assert code == 0, err
+    assert "msg_01A" in stdout
+    assert "12" in stdout
+
+
+def test_sql_without_query_prints_the_view_definitions(capsys, converted):
+    code, stdout, _ = invoke(capsys, "sql", str(converted))
+    assert code == 0
+    assert "create or replace view records" in stdout
+    assert "create or replace view inferences" in stdout
+
+
+def test_sql_on_a_folder_without_manifest_is_one_error_line(capsys, tmp_path):
+    folder = tmp_path / "not-an-output"
+    folder.mkdir()
+    code, stdout, err = invoke(capsys, "sql", str(folder), "select 1")
+    assert code == 1
+    assert stdout == ""
+    assert_one_error_line(err, "manifest.json")
+
+
+def test_sql_with_a_bad_query_is_one_error_line(capsys, converted):
+    code, _, err = invoke(capsys, "sql", str(converted), "select nope from records")
+    assert code == 1
+    assert_one_error_line(err, "query failed")
+
+
+def test_schema_prints_every_table(capsys):
+    code, stdout, _ = invoke(capsys, "schema")
+    assert code == 0
+    for table in ("sessions", "records", "parts", "inferences", "source_lines", "rejects", "lineage"):
+        assert f"`{table}`" in stdout
+
+
+def test_version_prints_the_version(capsys):
+    code, stdout, err = invoke(capsys, "--version")
+    assert code == 0
+    assert stdout.strip() == f"asr-batch {batch.__version__}"
+    assert err == ""
