@@ -231,7 +231,7 @@ def _convert_batch(
     parts = sql.frame(con, "parts")
     con.register("batch_parts", parts)
     tables = {
-        "records": sql.frame(con, "records_full"),
+        "records": con.table("records_full").pl(),
         "parts": parts,
         "tool_calls": sql.frame(con, "tool_calls"),
         "source_lines": sql.frame(con, "source_lines_out"),
