@@ -12,8 +12,7 @@ incomplete as (
 
 compactions as (
     select session_key, count(*) as n
-    from records
-    where kind = 'compaction'
+    from compactions
     group by session_key
 ),
 

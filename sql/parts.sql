@@ -17,6 +17,7 @@ array_blocks as (
         native_type,
         unnest(json_extract(content, '$[*]')) as block,
         unnest(range(json_array_length(content)::bigint)) as block_index,
+        false as is_attachment_data,
     from live
     where content_type = 'ARRAY'
 ),
@@ -30,9 +31,26 @@ string_blocks as (
         native_type,
         json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$')) as block,
         0 as block_index,
+        false as is_attachment_data,
     from live
     where content_type = 'VARCHAR'
         or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR')
+),
+
+-- hook_additional_context is a message authored by a hook: its strings are its text
+hook_context_blocks as (
+    select
+        record_id,
+        session_key,
+        ord,
+        line,
+        native_type,
+        json_object('type', 'text', 'text', unnest(json_extract_string(json, '$.attachment.content[*]'))) as block,
+        unnest(range(json_array_length(json->'$.attachment.content')::bigint)) as block_index,
+        false as is_attachment_data,
+    from live
+    where native_type = 'attachment' and native_subtype = 'hook_additional_context'
+        and json_type(json->'$.attachment.content') = 'ARRAY'
 ),
 
 attachment_blocks as (
@@ -44,6 +62,7 @@ attachment_blocks as (
         native_type,
         json->'$.attachment' as block,
         0 as block_index,
+        true as is_attachment_data,
     from live
     where native_type = 'attachment' and json_type(json->'$.attachment') = 'OBJECT'
 ),
@@ -53,12 +72,16 @@ blocks as (
     union all
     select * from string_blocks
     union all
+    select * from hook_context_blocks
+    union all
     select * from attachment_blocks
 ),
 
 distinct_blocks as (
     select * from blocks
-    qualify row_number() over (partition by record_id, hash(block::varchar) order by ord, block_index) = 1
+    qualify row_number() over (
+        partition by record_id, is_attachment_data, hash(block::varchar) order by ord, block_index
+    ) = 1
 ),
 
 decoded as (
@@ -87,9 +110,11 @@ shaped as (
     select
         d.record_id,
         d.session_key,
-        row_number() over (partition by d.record_id order by d.ord, d.block_index) - 1 as part_index,
-        case when d.native_type = 'attachment' then 'data' else coalesce(b.type, 'unknown') end as part_type,
-        case when d.native_type = 'attachment' then 'com.anthropic.claude-code/attachment/' || b.type end as schema,
+        -- an attachment's data part comes after the blocks of its text
+        row_number() over (partition by d.record_id order by d.is_attachment_data, d.ord, d.block_index) - 1
+            as part_index,
+        case when d.is_attachment_data then 'data' else coalesce(b.type, 'unknown') end as part_type,
+        case when d.is_attachment_data then 'com.anthropic.claude-code/attachment/' || b.type end as schema,
         case
             when b.type = 'text' then b.text
             when b.type = 'thinking' then b.thinking
@@ -102,7 +127,7 @@ shaped as (
         b.input as tool_input,
         b.is_error,
         b.source.media_type as media_type,
-        d.native_type = 'attachment'
+        d.is_attachment_data
             and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
             as is_empty_data,
         r.display_content,

@@ -316,7 +316,7 @@ SESSION_EVENTS = Table(
     "permission mode and mode (config_change), written only when the value changes.",
     (
         _c("record_id", STR, "record that set the value (for a prompt's permissionMode, the prompt)"),
-        _c("session_key", STR, "stream"),
+        _c("session_key", STR, "stream whose value changed"),
         _c("seq", I64, "seq of that record: events are in file order"),
         _c("event_kind", STR, "session_info or config_change"),
         _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode or mode"),

@@ -1,0 +1,160 @@
+-- compactions: one row per compaction. Registry entry, Notes: a compact_boundary and the
+-- following user record flagged isCompactSummary form one compaction (the summary is not a
+-- message, ASR-373); compactMetadata.durationMs -> durationMs. Server-side context edits
+-- (context_management.applied_edits) report counts only -> compaction with kind prune and
+-- replaces {state: unknown}: one row per applied_edits entry, on the response holding it.
+-- microcompact_boundary (2.1.9-2.1.22) -> kind micro, replacing the compactedToolIds' results.
+-- The core folds a boundary and its summary line into one record of kind compaction
+-- (sql/observation_keys.sql); both lines are read here from observation_keys.
+with records_ as (
+    select * from records_full
+),
+
+live as (
+    select * from observation_keys where is_live
+),
+
+compaction_records as (
+    select * from records_ where kind = 'compaction'
+),
+
+boundaries as (
+    select
+        record_id,
+        native_subtype,
+        logical_parent_uuid,
+        timestamp,
+        json,
+    from live
+    where native_type = 'system' and native_subtype in ('compact_boundary', 'microcompact_boundary')
+    qualify row_number() over (partition by record_id order by ord desc) = 1
+),
+
+summaries as (
+    select
+        record_id,
+        uuid as summary_uuid,
+        case
+            when content_type = 'VARCHAR' then json_extract_string(content, '$')
+            when content_type = 'ARRAY' then array_to_string(
+                list_filter(json_extract_string(content, '$[*].text'), lambda x: x is not null), chr(10)
+            )
+        end as summary,
+    from live
+    where is_compact_summary
+    qualify row_number() over (partition by record_id order by ord desc) = 1
+),
+
+full_and_micro as (
+    select
+        r.record_id,
+        r.session_key,
+        r.seq,
+        cast(null as bigint) as edit_index,
+        r.position,
+        coalesce(b.timestamp, r.timestamp) as recorded_at,
+        case when b.native_subtype = 'microcompact_boundary' then 'micro' else 'full' end as compaction_kind,
+        cast(null as varchar) as edit_type,
+        coalesce(b.json->'$.compactMetadata', b.json->'$.microcompactMetadata') as metadata,
+        s.summary,
+        s.summary_uuid,
+        r.logical_parent_record_id,
+        b.logical_parent_uuid,
+        coalesce(b.json, r.native) as native,
+    from compaction_records as r
+    left join boundaries as b using (record_id)
+    left join summaries as s using (record_id)
+),
+
+responses as (
+    select
+        record_id,
+        timestamp,
+        json,
+        json->'$.message.context_management.applied_edits' as edits,
+    from live
+    where native_type = 'assistant'
+        and json_type(json->'$.message.context_management.applied_edits') = 'ARRAY'
+        and json_array_length(json->'$.message.context_management.applied_edits') > 0
+    qualify row_number() over (partition by record_id order by ord desc) = 1
+),
+
+edit_entries as (
+    select
+        record_id,
+        unnest(range(json_array_length(edits)::bigint)) as edit_index,
+    from responses
+),
+
+prunes as (
+    select
+        r.record_id,
+        r.session_key,
+        r.seq,
+        e.edit_index,
+        r.position,
+        p.timestamp as recorded_at,
+        'prune' as compaction_kind,
+        json_extract_string(p.edits, '$[' || e.edit_index || '].type') as edit_type,
+        json_extract(p.edits, '$[' || e.edit_index || ']') as metadata,
+        cast(null as varchar) as summary,
+        cast(null as varchar) as summary_uuid,
+        cast(null as varchar) as logical_parent_record_id,
+        cast(null as varchar) as logical_parent_uuid,
+        p.json as native,
+    from responses as p
+    join edit_entries as e using (record_id)
+    join records_ as r using (record_id)
+),
+
+rows_ as (
+    select * from full_and_micro
+    union all by name
+    select * from prunes
+),
+
+final as (
+    select
+        record_id,
+        session_key,
+        seq,
+        edit_index,
+        position,
+        recorded_at,
+        compaction_kind,
+        edit_type,
+        metadata->>'$.trigger' as trigger,
+        try_cast(metadata->'$.preTokens' as bigint) as pre_tokens,
+        try_cast(metadata->'$.postTokens' as bigint) as post_tokens,
+        case compaction_kind
+            when 'micro' then try_cast(metadata->'$.tokensSaved' as bigint)
+            when 'prune' then try_cast(metadata->'$.cleared_input_tokens' as bigint)
+        end as tokens_saved,
+        case when compaction_kind = 'full' then try_cast(metadata->'$.durationMs' as bigint) end as duration_ms,
+        case compaction_kind
+            when 'micro' then case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'
+                then json_array_length(metadata->'$.compactedToolIds')::bigint end
+            when 'prune' then try_cast(metadata->'$.cleared_tool_uses' as bigint)
+        end as cleared_tool_uses,
+        case when compaction_kind = 'prune'
+            then try_cast(metadata->'$.cleared_thinking_turns' as bigint) end as cleared_thinking_turns,
+        summary,
+        summary_uuid,
+        case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'
+            then json_extract_string(metadata, '$.compactedToolIds[*]') end as compacted_call_ids,
+        case when json_type(metadata->'$.clearedAttachmentUUIDs') = 'ARRAY'
+            then json_extract_string(metadata, '$.clearedAttachmentUUIDs[*]') end as cleared_attachment_uuids,
+        logical_parent_record_id,
+        logical_parent_uuid,
+        case compaction_kind
+            when 'full' then 'prefix'
+            when 'micro' then 'tool_results'
+            else 'unknown'
+        end as replaces,
+        metadata,
+        native,
+    from rows_
+)
+
+select * from final
+order by session_key, seq, edit_index nulls first
