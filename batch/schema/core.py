@@ -67,7 +67,7 @@ RECORDS = Table(
         _c("session_key", STR, "stream of the record (sessions.session_key)"),
         _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
-           "checkpoint, queue_operation, progress, attachment, error, turn_stats, unknown"),
+           "checkpoint, usage_summary, queue_operation, progress, attachment, error, turn_stats, unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
         _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),

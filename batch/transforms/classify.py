@@ -12,7 +12,7 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 SESSION_INFO_TYPES = (
     "summary", "ai-title", "custom-title", "agent-name", "tag", "last-prompt", "pr-link",
-    "worktree-state", "continued-in", "fork-context-ref", "agent-color", "agent-setting",
+    "worktree-state", "continued-in", "fork-context-ref", "agent-color", "agent-setting", "relocated",
 )
 CONFIG_TYPES = ("permission-mode", "mode")
 HOOK_ATTACHMENTS = (
@@ -73,7 +73,8 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
         )
         .when(t.is_in(SESSION_INFO_TYPES)).then(pl.lit("session_info"))
         .when(t.is_in(CONFIG_TYPES)).then(pl.lit("config_change"))
-        .when(t == "file-history-snapshot").then(pl.lit("checkpoint"))
+        .when(t.is_in(["file-history-snapshot", "file-history-delta"])).then(pl.lit("checkpoint"))
+        .when(t == "cost-state").then(pl.lit("usage_summary"))
         .when(t == "queue-operation").then(pl.lit("queue_operation"))
         .when(t == "progress").then(
             pl.when(sub == "hook_progress").then(pl.lit("hook")).otherwise(pl.lit("progress"))

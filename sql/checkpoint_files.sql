@@ -1,0 +1,118 @@
+-- checkpoint_files: one row per (checkpoint record, tracked file); a snapshot that tracks no
+-- file keeps one row with a null path, so every checkpoint record appears.
+-- Registry entry, Workspace and VCS: file-history-snapshot -> checkpoint with kind snapshot and
+-- files objects {path, version, blob}. snapshot.messageId is the user prompt's uuid (a
+-- reference, not an ID: it can collide after resume); the top-level messageId of an update is
+-- the line whose edit added a backup. A file-history-delta adds one backup to a snapshot.
+with records as (
+    select record_id, session_key, seq, native_type, native
+    from records_full
+    where native_type in ('file-history-snapshot', 'file-history-delta')
+),
+
+uuids as (
+    select session_key, uuid, min(record_id) as record_id
+    from observation_keys
+    where uuid is not null and is_live
+    group by all
+),
+
+snapshots as (
+    select
+        record_id,
+        session_key,
+        seq,
+        native_type,
+        native -> '$.snapshot' as snapshot,
+        coalesce(native -> '$.snapshot' ->> 'messageId', native ->> 'messageId') as message_id,
+        native ->> 'messageId' as trigger_message_id,
+        case when json_type(native, '$.isSnapshotUpdate') = 'BOOLEAN'
+            then (native -> '$.isSnapshotUpdate')::boolean end as is_snapshot_update,
+        json_transform(native -> '$.snapshot' -> '$.trackedFileBackups', '"MAP(VARCHAR, JSON)"') as backups,
+    from records
+    where native_type = 'file-history-snapshot'
+),
+
+snapshot_files as (
+    select
+        record_id,
+        session_key,
+        seq,
+        native_type,
+        message_id,
+        trigger_message_id,
+        is_snapshot_update,
+        snapshot,
+        unnest(case when cardinality(backups) > 0 then map_keys(backups) else [null] end) as path,
+        unnest(case when cardinality(backups) > 0 then map_values(backups) else [null] end) as backup,
+        unnest(case when cardinality(backups) > 0 then range(cardinality(backups)::bigint) else [null] end) as file_index,
+    from snapshots
+),
+
+snapshot_rows as (
+    select
+        record_id,
+        session_key,
+        seq,
+        native_type,
+        message_id,
+        trigger_message_id,
+        is_snapshot_update,
+        file_index,
+        path,
+        backup,
+        snapshot ->> 'timestamp' as snapshot_time,
+        coalesce(backup, snapshot) as native,
+    from snapshot_files
+),
+
+delta_rows as (
+    select
+        record_id,
+        session_key,
+        seq,
+        native_type,
+        native ->> 'snapshotMessageId' as message_id,
+        native ->> 'messageId' as trigger_message_id,
+        null::boolean as is_snapshot_update,
+        0::bigint as file_index,
+        native ->> 'trackingPath' as path,
+        native -> '$.backup' as backup,
+        native ->> 'timestamp' as snapshot_time,
+        native -> '$.backup' as native,
+    from records
+    where native_type = 'file-history-delta'
+),
+
+rows_ as (
+    select * from snapshot_rows
+    union all
+    select * from delta_rows
+),
+
+final as (
+    select
+        r.record_id,
+        r.session_key,
+        r.seq,
+        'snapshot' as checkpoint_kind,
+        r.native_type,
+        r.message_id,
+        m.record_id as message_record_id,
+        r.trigger_message_id,
+        t.record_id as trigger_record_id,
+        r.is_snapshot_update,
+        r.file_index,
+        r.path,
+        try_cast(r.backup ->> 'version' as bigint) as version,
+        r.backup ->> 'backupFileName' as blob,
+        try_cast(r.backup ->> 'backupTime' as timestamptz) as backup_at,
+        try_cast(r.snapshot_time as timestamptz) as snapshot_at,
+        r.native::json as native,
+    from rows_ as r
+    left join uuids as m on m.session_key = r.session_key and m.uuid = r.message_id
+    left join uuids as t on t.session_key = r.session_key and t.uuid = r.trigger_message_id
+)
+
+select * from final
+order by session_key, seq, file_index

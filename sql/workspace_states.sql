@@ -1,0 +1,159 @@
+-- workspace_states: one row per workspace state change of a stream.
+-- Registry entry, Workspace and VCS: environment.changes of workingDirectory ->
+-- workspace_state.cwd; added working directories -> declaration.roots; isWorktree ->
+-- workspace_state.worktree.linked. Records also carry cwd per line: the first cwd of a stream,
+-- and each change between consecutive records, is a state. worktree-state lines are re-written
+-- (registry "Repeated metadata"), so only a changed value is a state. A subagent sidecar's
+-- worktreePath says the whole stream ran in a linked worktree.
+with records as (
+    select record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch, native
+    from records_full
+),
+
+sidecars as (
+    select session_key, sidecar
+    from batch_files
+    where json_extract_string(sidecar, '$.worktreePath') is not null
+    qualify row_number() over (partition by session_key order by file_rank, file_idx) = 1
+),
+
+record_cwds as (
+    select
+        *,
+        lag(cwd) over (partition by session_key order by seq) as previous_cwd,
+    from records
+    where cwd is not null
+),
+
+cwd_states as (
+    select
+        record_id,
+        session_key,
+        seq,
+        'record.cwd' as source,
+        cwd,
+        previous_cwd,
+        null::varchar[] as roots,
+        null::boolean as is_worktree_linked,
+        null::varchar as worktree_path,
+        git_branch,
+        timestamp as recorded_at,
+        native::json as native,
+    from record_cwds
+    where previous_cwd is null or cwd <> previous_cwd
+),
+
+environments as (
+    select
+        r.record_id,
+        r.session_key,
+        r.seq,
+        r.timestamp,
+        r.native -> '$.attachment' as attachment,
+        e.part,
+    from records as r
+    cross join (values ('snapshot'), ('changes')) as e(part)
+    where r.native_type = 'attachment' and r.native_subtype = 'environment'
+        and json_type(r.native -> '$.attachment', '$.' || e.part) = 'OBJECT'
+),
+
+environment_states as (
+    select
+        record_id,
+        session_key,
+        seq,
+        'environment.' || part as source,
+        attachment -> ('$.' || part) ->> 'workingDirectory' as cwd,
+        null::varchar as previous_cwd,
+        case when json_type(attachment -> ('$.' || part), '$.additionalWorkingDirectories') = 'ARRAY'
+            then json_extract_string(attachment -> ('$.' || part), '$.additionalWorkingDirectories[*]')
+        end as roots,
+        case when json_type(attachment -> ('$.' || part), '$.isWorktree') = 'BOOLEAN'
+            then (attachment -> ('$.' || part) -> '$.isWorktree')::boolean
+        end as is_worktree_linked,
+        null::varchar as worktree_path,
+        null::varchar as git_branch,
+        timestamp as recorded_at,
+        attachment::json as native,
+    from environments
+),
+
+worktree_lines as (
+    select
+        *,
+        json_type(native, '$.worktreeSession') as session_type,
+        native -> '$.worktreeSession' as worktree_session,
+        (native -> '$.worktreeSession')::varchar as value,
+        lag((native -> '$.worktreeSession')::varchar) over (partition by session_key order by seq) as previous_value,
+        row_number() over (partition by session_key order by seq) as line_index,
+    from records
+    where native_type = 'worktree-state'
+),
+
+worktree_states as (
+    select
+        record_id,
+        session_key,
+        seq,
+        'worktree-state' as source,
+        null::varchar as cwd,
+        null::varchar as previous_cwd,
+        null::varchar[] as roots,
+        case session_type when 'OBJECT' then true when 'NULL' then false end as is_worktree_linked,
+        worktree_session ->> 'worktreePath' as worktree_path,
+        worktree_session ->> 'worktreeBranch' as git_branch,
+        timestamp as recorded_at,
+        native::json as native,
+    from worktree_lines
+    where line_index = 1 or previous_value is distinct from value
+),
+
+relocated_states as (
+    select
+        record_id,
+        session_key,
+        seq,
+        'relocated' as source,
+        native ->> 'relocatedCwd' as cwd,
+        null::varchar as previous_cwd,
+        null::varchar[] as roots,
+        null::boolean as is_worktree_linked,
+        null::varchar as worktree_path,
+        null::varchar as git_branch,
+        timestamp as recorded_at,
+        native::json as native,
+    from records
+    where native_type = 'relocated'
+),
+
+sidecar_states as (
+    select
+        null::varchar as record_id,
+        session_key,
+        null::bigint as seq,
+        'sidecar.worktreePath' as source,
+        null::varchar as cwd,
+        null::varchar as previous_cwd,
+        null::varchar[] as roots,
+        true as is_worktree_linked,
+        json_extract_string(sidecar, '$.worktreePath') as worktree_path,
+        null::varchar as git_branch,
+        null::timestamptz as recorded_at,
+        sidecar::json as native,
+    from sidecars
+),
+
+final as (
+    select * from sidecar_states
+    union all
+    select * from cwd_states
+    union all
+    select * from environment_states
+    union all
+    select * from worktree_states
+    union all
+    select * from relocated_states
+)
+
+select * from final
+order by session_key, seq nulls first, source
