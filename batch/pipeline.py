@@ -369,7 +369,9 @@ def _rejects_out(
 def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str, int], list[dict]]:
     for name in WORK_TABLES:
         con.read_parquet(output.glob(name, work=True)).create_view(name)
-    for name in ("records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions"):
+    for name in (
+        "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
+    ):
         con.read_parquet(output.glob(name)).create_view(name)
     counts = {}
     for table in (INFERENCE_OBSERVATIONS, INFERENCES, LINEAGE, SESSIONS, LOSSES):

@@ -3,6 +3,13 @@ with observations as (
     select * from inference_observations
 ),
 
+request_params as (
+    select inference_id, arg_max(params, position) as params
+    from request_contexts
+    where inference_id is not null and params is not null
+    group by inference_id
+),
+
 copies as (
     select inference_id, count(*) as observation_count
     from observations
@@ -14,8 +21,10 @@ final as (
         o.* exclude (is_selected, line_count),
         o.stop_reason is not null as usage_complete,
         c.observation_count,
+        rp.params,
     from observations as o
     join copies as c using (inference_id)
+    left join request_params as rp using (inference_id)
     where o.is_selected
 )
 
@@ -23,7 +32,7 @@ select
     inference_id, session_key, record_id, model, stop_reason,
     input_uncached_tokens, input_total_tokens, input_includes_cache, cache_read_tokens,
     cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens, output_total_tokens,
-    output_reasoning_tokens, service_tier, attributed_mcp_server, attributed_mcp_tool, usage_complete, usage_source, usage_position,
+    output_reasoning_tokens, service_tier, attributed_mcp_server, attributed_mcp_tool, params, usage_complete, usage_source, usage_position,
     usage_source_file, usage_source_line, observation_count,
 from final
 order by session_key, inference_id

@@ -36,9 +36,20 @@ changes as (
             when json_hash is distinct from lag(json_hash) over (
                 partition by session_key, native_type, is_repeatable order by ord
             ) then 1
+            -- the permission mode is one sequence of permission-mode lines and prompts'
+            -- permissionMode: a line also changes it back after a prompt set another mode
+            when native_type = 'permission-mode'
+                and permission_mode is distinct from lag(permission_mode) over permission_sequence
+                then 1
             else 0
         end as is_change,
     from valued
+    window permission_sequence as (
+        partition by
+            session_key,
+            native_type = 'permission-mode' or (native_type = 'user' and permission_mode is not null)
+        order by ord
+    )
 ),
 
 runs as (

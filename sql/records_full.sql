@@ -43,6 +43,13 @@ progress_copies as (
     where f.native_subtype = 'agent_progress' and f.progress_agent_id is not null
 ),
 
+-- MCP attribution may be on any line of a response
+attribution as (
+    select record_id, max(attribution_mcp_server) as attribution_mcp_server, max(attribution_mcp_tool) as attribution_mcp_tool
+    from live
+    group by record_id
+),
+
 launch_prompts as (
     select session_key, min(uuid_first_ord) as launch_ord
     from first_obs
@@ -81,8 +88,8 @@ joined as (
         coalesce(l.permission_decision, f.permission_decision) as permission_decision,
         coalesce(l.permission_source, f.permission_source) as permission_source,
         coalesce(l.permission_reason_type, f.permission_reason_type) as permission_reason_type,
-        l.attribution_mcp_server,
-        l.attribution_mcp_tool,
+        att.attribution_mcp_server,
+        att.attribution_mcp_tool,
         p.record_id as parent_record_id,
         lpu.record_id as logical_parent_record_id,
         f.prompt_id,
@@ -133,14 +140,19 @@ joined as (
     left join uuid_map as p on p.session_key = f.session_key and p.uuid = f.parent_uuid
     left join uuid_map as lpu on lpu.session_key = f.session_key and lpu.uuid = f.logical_parent_uuid
     left join launch_prompts as lp on lp.session_key = f.session_key and lp.launch_ord = f.uuid_first_ord
+    left join attribution as att on att.record_id = f.record_id
     left join progress_copies as pc on pc.record_id = f.record_id
     left join uuid_map as cp on cp.session_key = pc.child_session_key and cp.uuid = pc.copy_uuid
 ),
 
 -- queue-operation remove: the queued message it pulls back is withdrawn (registry entry, Notes):
 -- the latest earlier enqueue of the stream with the same content (any, when remove has none).
+-- A remove with reason absorbed_mid_turn is not a withdrawal: the message was delivered mid-turn
+-- (a queued_command attachment follows it).
 queue_ops as (
-    select record_id, session_key, record_first_ord, native_subtype as operation, native->'$.content' as content
+    select
+        record_id, session_key, record_first_ord, native_subtype as operation, native->'$.content' as content,
+        native->>'$.reason' as reason,
     from joined
     where native_type = 'queue-operation'
 ),
@@ -153,7 +165,7 @@ withdrawn as (
         and e.operation = 'enqueue'
         and e.record_first_ord < r.record_first_ord
         and (r.content is null or e.content = r.content)
-    where r.operation = 'remove'
+    where r.operation = 'remove' and r.reason is distinct from 'absorbed_mid_turn'
     group by r.record_id
 ),
 

@@ -67,7 +67,8 @@ RECORDS = Table(
         _c("session_key", STR, "stream of the record (sessions.session_key)"),
         _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
-           "checkpoint, usage_summary, queue_operation, progress, attachment, error, turn_stats, unknown"),
+           "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
+           "turn_stats, unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
         _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),
@@ -195,6 +196,8 @@ INFERENCES = Table(
         _c("model", STR, "message.model"),
         _c("stop_reason", STR, "stop_reason of the selected observation"),
         *_USAGE_COLS,
+        _c("params", JSON, "request parameters (inference.params) from the api-request record whose requestRef maps "
+           "to this inference, when the transcript has one", json=True),
         _c("usage_complete", BOOL, "false when the selected observation has no stop reason: upstream wrote "
            "streaming placeholders, so output_total_tokens is a lower bound"),
         _c("usage_source", STR, "where the usage was read: transcript or agent_progress (see inference_observations)"),

@@ -28,7 +28,9 @@ SYSTEM_KINDS = {
     "turn_duration": "turn_stats",
     "away_summary": "message",
     "informational": "message",
+    "memory_saved": "memory_change",
 }
+REQUEST_CONTEXT_TYPES = ("api-request", "api-request-blob", "api-request-shape")
 
 
 # turnOrigin -> trigger kind (registry entry, Triggers); human and sdk turns get no trigger.
@@ -38,7 +40,7 @@ TRIGGER_KINDS = {
     "auto_continuation": "auto_continuation",
     "peer": "peer",
 }
-NO_TRIGGER = ("human", "sdk")
+NO_TRIGGER = ("human", "sdk", "user")  # "user": a typed prompt (2.1.28x)
 
 
 def _text_starts(*markers: str) -> pl.Expr:
@@ -75,6 +77,7 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
         .when(t.is_in(CONFIG_TYPES)).then(pl.lit("config_change"))
         .when(t.is_in(["file-history-snapshot", "file-history-delta"])).then(pl.lit("checkpoint"))
         .when(t == "cost-state").then(pl.lit("usage_summary"))
+        .when(t.is_in(REQUEST_CONTEXT_TYPES)).then(pl.lit("request_context"))
         .when(t == "queue-operation").then(pl.lit("queue_operation"))
         .when(t == "progress").then(
             pl.when(sub == "hook_progress").then(pl.lit("hook")).otherwise(pl.lit("progress"))
@@ -98,7 +101,7 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
         .when(origin_kind == "task-notification").then(pl.lit("harness"))
         .when(is_meta).then(pl.lit("harness"))
         .when((t == "user") & _text_starts("<local-command-stdout>")).then(pl.lit("harness"))
-        .when(t.is_in(["system", "attachment", "progress"])).then(pl.lit("harness"))
+        .when(t.is_in(["system", "attachment", "progress", *REQUEST_CONTEXT_TYPES])).then(pl.lit("harness"))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
     origin = (
@@ -119,8 +122,8 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
     has_trigger = turn.is_not_null() & ~turn.is_in(NO_TRIGGER)
     notified = (origin_kind == "task-notification").fill_null(False)
     trigger_kind = (
-        pl.when(has_trigger).then(turn.replace_strict(TRIGGER_KINDS, default=None, return_dtype=pl.String))
-        .when(notified & (pl.col("origin_subkind") == "scheduled-trigger").fill_null(False)).then(pl.lit("schedule"))
+        pl.when(notified & (pl.col("origin_subkind") == "scheduled-trigger").fill_null(False)).then(pl.lit("schedule"))
+        .when(has_trigger).then(turn.replace_strict(TRIGGER_KINDS, default=None, return_dtype=pl.String))
         .when(notified).then(pl.lit("task_completion"))
         .when(pl.col("scheduled_task_id").is_not_null()).then(pl.lit("schedule"))
         .otherwise(pl.lit(None, dtype=pl.String))

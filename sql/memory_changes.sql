@@ -1,0 +1,141 @@
+-- memory_changes: one row per write to a memory store: a file tool call (call_id) whose target is a
+-- memory file, or one written path of a memory_saved event.
+-- Registry entry, Memory: a write to the project memory directory (~/.claude/projects/<encoded
+-- working directory>/memory/, flagged memdirStamped on the result) or a memory_saved {writtenPaths}
+-- event → memory_change {store: auto_memory, scope: project, op: add | update, target.path,
+-- cause.callId}, with status: applied when the write's result succeeded. Writes under
+-- ~/.claude/agent-memory/<agentType>/ → store: agent_memory, scope: agent.
+with records as (
+    select * from records_full
+),
+
+tool_uses as (
+    select * from batch_parts
+    where part_type = 'tool_use'
+    qualify row_number() over (partition by record_id, call_id order by part_index) = 1
+),
+
+writes as (
+    select
+        c.call_id,
+        c.session_key,
+        c.tool_name,
+        c.status as call_status,
+        coalesce(c.result_record_id, c.call_record_id) as record_id,
+        c.result_native,
+        coalesce(
+            c.input ->> '$.file_path', c.input ->> '$.notebook_path', c.result_native ->> '$.filePath'
+        ) as target_path,
+        case c.result_native ->> '$.memdirStamped'
+            when 'true' then true
+            when 'false' then false
+        end as is_memdir_stamped,
+        u.native as block,
+    from batch_tool_calls as c
+    join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
+    where c.tool_name in ('Write', 'Edit', 'MultiEdit', 'NotebookEdit')
+),
+
+classified_writes as (
+    select
+        *,
+        regexp_extract(target_path, '(^|[/\\])\.claude[/\\]agent-memory(-local)?[/\\]([^/\\]+)[/\\]', 3) as agent_dir,
+        regexp_matches(target_path, '(^|[/\\])\.claude[/\\]projects[/\\][^/\\]+[/\\]memory[/\\]') as in_memdir,
+    from writes
+),
+
+tool_changes as (
+    select
+        w.record_id,
+        w.session_key,
+        case when w.agent_dir <> '' then 'agent_memory' else 'auto_memory' end as store,
+        case when w.agent_dir <> '' then 'agent' else 'project' end as scope,
+        case
+            when w.result_native ->> '$.type' = 'create' then 'add'
+            when w.result_native ->> '$.type' = 'update' then 'update'
+            when w.tool_name in ('Edit', 'MultiEdit', 'NotebookEdit') then 'update'
+        end as op,
+        w.target_path,
+        nullif(w.agent_dir, '') as agent_type,
+        w.call_id as cause_call_id,
+        w.tool_name,
+        'tool_write' as evidence,
+        w.is_memdir_stamped,
+        case
+            when w.call_status = 'error' or json_type(w.result_native) = 'VARCHAR' then 'failed'
+            when w.call_status = 'completed' then 'applied'
+            else 'unknown'
+        end as status,
+        w.result_native,
+        w.block as native,
+    from classified_writes as w
+    where w.agent_dir <> '' or w.in_memdir or coalesce(w.is_memdir_stamped, false)
+),
+
+saved as (
+    select
+        record_id,
+        session_key,
+        native,
+        unnest(json_extract_string(native, '$.writtenPaths[*]')) as target_path,
+    from records
+    where native_type = 'system'
+        and native_subtype = 'memory_saved'
+        and json_type(native, '$.writtenPaths') = 'ARRAY'
+),
+
+saved_changes as (
+    select
+        record_id,
+        session_key,
+        case when agent_dir <> '' then 'agent_memory' else 'auto_memory' end as store,
+        case when agent_dir <> '' then 'agent' else 'project' end as scope,
+        null as op,
+        target_path,
+        nullif(agent_dir, '') as agent_type,
+        null as cause_call_id,
+        null as tool_name,
+        'memory_saved' as evidence,
+        null::boolean as is_memdir_stamped,
+        'applied' as status,
+        null as result_native,
+        native,
+    from (
+        select
+            *,
+            regexp_extract(target_path, '(^|[/\\])\.claude[/\\]agent-memory(-local)?[/\\]([^/\\]+)[/\\]', 3) as agent_dir,
+        from saved
+    )
+),
+
+unioned as (
+    select * from tool_changes
+    union all
+    select * from saved_changes
+),
+
+final as (
+    select
+        u.record_id,
+        u.session_key,
+        u.store,
+        u.scope,
+        u.op,
+        u.target_path,
+        u.agent_type,
+        u.cause_call_id,
+        u.tool_name,
+        u.evidence,
+        u.is_memdir_stamped,
+        u.status,
+        r.position,
+        r.timestamp as recorded_at,
+        u.result_native::varchar as result_native,
+        u.native::varchar as native,
+        r.seq,
+    from unioned as u
+    join records as r using (record_id)
+)
+
+select * exclude (seq) from final
+order by session_key, seq, cause_call_id, target_path

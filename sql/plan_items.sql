@@ -1,0 +1,202 @@
+-- plan_items: one row per item of an items plan row of sql/plans.sql, in native order.
+-- Registry entry, Plans: TodoWrite → planType: items; Task tools → planType: items with entryId,
+-- owner and blockedBy. The plan rows are derived as in sql/plans.sql (same sources, same todo
+-- snapshot rule); TaskCreate and TaskUpdate touch one entry and state only the fields they set.
+with records as (
+    select * from records_full
+),
+
+tool_calls_ as (
+    select * from batch_tool_calls
+),
+
+owners as (
+    select
+        record_id,
+        coalesce(native ->> '$.sessionId', split_part(session_key, '/', 1)) as native_session_id,
+        coalesce(
+            native ->> '$.agentId',
+            nullif(regexp_extract(session_key, '/(sidechain-.*)$', 1), ''),
+            native ->> '$.sessionId',
+            split_part(session_key, '/', 1)
+        ) as todo_agent,
+    from records
+),
+
+tool_uses as (
+    select * from batch_parts
+    where part_type = 'tool_use'
+    qualify row_number() over (partition by record_id, call_id order by part_index) = 1
+),
+
+plan_calls as (
+    select
+        c.call_id,
+        c.session_key,
+        c.tool_name,
+        c.call_record_id as record_id,
+        c.input,
+        c.result_native,
+        r.seq,
+        u.part_index,
+        o.native_session_id,
+        o.todo_agent,
+    from tool_calls_ as c
+    join records as r on r.record_id = c.call_record_id
+    join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
+    join owners as o on o.record_id = c.call_record_id
+    where c.tool_name in ('TodoWrite', 'TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')
+),
+
+todo_writes as (
+    select
+        *,
+        case
+            when json_type(input, '$.todos') = 'ARRAY' then input -> '$.todos'
+            when json_type(result_native, '$.newTodos') = 'ARRAY' then result_native -> '$.newTodos'
+        end as todos,
+    from plan_calls
+    where tool_name = 'TodoWrite'
+),
+
+todo_snapshots as (
+    select
+        r.record_id,
+        r.session_key,
+        r.seq,
+        r.native -> '$.todos' as todos,
+        o.native_session_id,
+        o.todo_agent,
+    from records as r
+    join owners as o using (record_id)
+    where r.native_type = 'user' and json_type(r.native, '$.todos') = 'ARRAY'
+),
+
+todo_states as (
+    select record_id, session_key, call_id, seq, part_index, todos, 'tool_call' as plan_source,
+    from todo_writes
+    where todos is not null
+    union all
+    select record_id, session_key, null as call_id, seq, -1 as part_index, todos, 'todos_snapshot' as plan_source,
+    from todo_snapshots
+),
+
+todo_changes as (
+    select
+        *,
+        json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
+            "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar as state,
+        coalesce(
+            lag(json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
+                "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar)
+                over (partition by session_key order by seq, part_index),
+            '[]'
+        ) as previous_state,
+    from todo_states
+),
+
+-- Item lists: (plan row, JSON array of items).
+item_lists as (
+    select
+        record_id, session_key, call_id, seq, part_index,
+        'todos:' || native_session_id || '-agent-' || todo_agent as plan_id,
+        todos as items,
+    from todo_writes
+    where todos is not null
+    union all
+    select
+        s.record_id, s.session_key, null as call_id, s.seq, -1 as part_index,
+        'todos:' || s.native_session_id || '-agent-' || s.todo_agent as plan_id,
+        s.todos as items,
+    from todo_snapshots as s
+    join todo_changes as c on c.record_id = s.record_id and c.plan_source = 'todos_snapshot'
+    where c.state is distinct from c.previous_state
+    union all
+    select
+        record_id, session_key, call_id, seq, part_index,
+        'tasks:' || native_session_id as plan_id,
+        result_native -> '$.tasks' as items,
+    from plan_calls
+    where tool_name = 'TaskList' and json_type(result_native, '$.tasks') = 'ARRAY'
+    union all
+    select
+        r.record_id, r.session_key, null as call_id, r.seq, -1 as part_index,
+        'tasks:' || o.native_session_id as plan_id,
+        r.native -> '$.attachment.content' as items,
+    from records as r
+    join owners as o using (record_id)
+    where r.native_type = 'attachment'
+        and r.native_subtype = 'task_reminder'
+        and json_type(r.native, '$.attachment.content') = 'ARRAY'
+),
+
+listed_items as (
+    select
+        record_id, session_key, call_id, seq, part_index, plan_id,
+        unnest(json_extract(items, '$[*]')) as item,
+        unnest(range(json_array_length(items)::bigint)) as item_index,
+        null as entry_id_override,
+        null as previous_status,
+    from item_lists
+),
+
+-- Single-entry task calls: TaskCreate (input + the id in the result), TaskUpdate (input), TaskGet (result).
+single_items as (
+    select
+        record_id, session_key, call_id, seq, part_index,
+        'tasks:' || native_session_id as plan_id,
+        case when tool_name = 'TaskGet' then result_native -> '$.task' else input end as item,
+        0 as item_index,
+        case
+            when tool_name = 'TaskCreate' then result_native ->> '$.task.id'
+            when tool_name = 'TaskUpdate' then coalesce(input ->> '$.taskId', result_native ->> '$.taskId')
+        end as entry_id_override,
+        case when tool_name = 'TaskUpdate' then result_native ->> '$.statusChange.from' end as previous_status,
+    from plan_calls
+    where tool_name in ('TaskCreate', 'TaskUpdate')
+        or (tool_name = 'TaskGet' and json_type(result_native, '$.task') = 'OBJECT')
+),
+
+all_items as (
+    select * from listed_items
+    union all
+    select * from single_items
+),
+
+decoded as (
+    select
+        *,
+        json_transform(item, '{
+            "id": "VARCHAR", "taskId": "VARCHAR", "content": "VARCHAR", "subject": "VARCHAR",
+            "description": "VARCHAR", "status": "VARCHAR", "activeForm": "VARCHAR", "priority": "VARCHAR",
+            "owner": "VARCHAR", "blockedBy": ["VARCHAR"], "blocks": ["VARCHAR"],
+            "addBlockedBy": ["VARCHAR"], "addBlocks": ["VARCHAR"]
+        }') as t,
+    from all_items
+),
+
+final as (
+    select
+        record_id,
+        session_key,
+        call_id,
+        plan_id,
+        item_index::bigint as item_index,
+        coalesce(entry_id_override, t.id, t.taskId) as entry_id,
+        coalesce(t.content, t.subject) as content,
+        t.description,
+        t.status,
+        previous_status,
+        t.activeForm as active_form,
+        t.priority,
+        t.owner,
+        coalesce(t.blockedBy, t.addBlockedBy) as blocked_by,
+        coalesce(t.blocks, t.addBlocks) as blocks,
+        item::varchar as native,
+        seq,
+        part_index,
+    from decoded
+)
+
+select * exclude (seq, part_index) from final
+order by session_key, seq, part_index, item_index
