@@ -236,6 +236,16 @@ def test_request_context_maps_base_keep_tail_params_and_digest(authored):
     assert (second["query_source"], second["shape_hash"]) == ("repl_main_thread", "shape-1")
 
 
+def test_request_params_go_to_their_inference_and_records_are_request_context(authored):
+    inferences = authored["inferences"].filter(pl.col("session_key") == SID_REQUESTS)
+    params = {r["inference_id"]: json.loads(r["params"]) for r in inferences.to_dicts() if r["params"]}
+    assert params["msg_01Ctx1"]["max_tokens"] == 32000
+    assert params["msg_01Ctx2"]["max_tokens"] == 16000
+    kinds = authored["records"].filter(pl.col("native_type").str.starts_with("api-request"))
+    assert set(kinds.get_column("kind")) == {"request_context"}
+    assert set(kinds.get_column("author")) == {"harness"}
+
+
 def test_corpus_has_no_request_capture_records(corpus):
     assert corpus["request_contexts"].height == 0
     assert corpus["records"].filter(pl.col("native_type").str.starts_with("api-request")).height == 0
