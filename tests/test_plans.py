@@ -44,7 +44,7 @@ REAL_PLAN = "491e126e-1e71-469c-ade2-fcc8af567c74"
 
 def _convert(sources: list[Path], out: Path) -> dict[str, pl.DataFrame]:
     batch.convert(sources, out)
-    names = TABLES + ("records", "tool_calls")
+    names = TABLES + ("records", "tool_calls", "inferences")
     return {name: pl.read_parquet(out / name / "*.parquet") for name in names}
 
 
