@@ -82,6 +82,9 @@ def discover(sources: list[Path]) -> Discovery:
                 if not path.name.endswith(".meta.json"):
                     found.skipped.append((name, "not a .jsonl file"))
                 continue
+            if path.name == "journal.jsonl" and "workflows" in path.parts:
+                found.skipped.append((name, "workflow run journal, not a transcript"))
+                continue
             found.files.append(_classify(path, name))
     found.files.sort(key=lambda f: (f.session_key, f.name))
     return found
