@@ -356,14 +356,16 @@ def _rejects_out(
             "source_file",
             line=pl.lit(None, pl.Int64),
             byte_offset=pl.lit(0, pl.Int64),
-            byte_length=pl.col("file_idx").replace_strict({i: f.size for i, f in enumerate(files)}, return_dtype=pl.Int64),
+            byte_length=pl.col("file_idx").replace_strict(
+                {i: f.size for i, f in enumerate(files)}, default=None, return_dtype=pl.Int64
+            ),
             reason=pl.lit("foreign_file"),
             detail=pl.lit("no line is a Claude Code JSON object (for example one pretty-printed JSON document)"),
             first_bytes="first_bytes",
             raw=pl.lit(None, pl.Binary),
         )
     )
-    return pl.concat([bad, whole]).sort("source_file", "line", nulls_last=False)
+    return pl.concat([bad, whole], how="vertical_relaxed").sort("source_file", "line", nulls_last=False)
 
 
 def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str, int], list[dict]]:
@@ -371,6 +373,7 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
         con.read_parquet(output.glob(name, work=True)).create_view(name)
     for name in (
         "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
+        "background_tasks",
     ):
         con.read_parquet(output.glob(name)).create_view(name)
     counts = {}

@@ -7,6 +7,13 @@ spawned as (
     select session_key, parent_session_key from lineage where relation = 'spawned_by'
 ),
 
+-- a subagent launched in the background (Agent with run_in_background) is async
+async_agents as (
+    select distinct session_key as parent_key, agent_id
+    from background_tasks
+    where task_kind = 'subagent' and is_async and agent_id is not null
+),
+
 main_keys as (
     select session_key from streams where stream_kind = 'main'
 ),
@@ -32,6 +39,7 @@ final as (
         s.title,
         s.title_source,
         s.agent_type,
+        case when s.stream_kind = 'subagent' then aa.agent_id is not null end as is_async,
         s.description,
         s.source_files,
         s.rebuilt_from,
@@ -49,6 +57,8 @@ final as (
     from streams as s
     left join spawned as sp using (session_key)
     left join main_keys as m on s.stream_kind <> 'main' and m.session_key = s.parent_session_id
+    left join async_agents as aa
+        on aa.agent_id = s.agent_id and aa.parent_key = coalesce(sp.parent_session_key, m.session_key)
 )
 
 select * from final

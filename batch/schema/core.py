@@ -39,6 +39,7 @@ SESSIONS = Table(
         _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
+        _c("is_async", BOOL, "for a subagent: launched in the background (Agent with run_in_background), see background_tasks; null for other streams"),
         _c("source_files", STRS, "input files holding the stream"),
         _c("rebuilt_from", STR, "agent_progress when the subagent transcript is absent and the stream was rebuilt "
            "from the copies its parent's progress lines embed; else null"),
