@@ -750,3 +750,13 @@ def test_non_empty_folder_without_manifest_is_refused(src, tmp_path):
     assert [p.name for p in target.iterdir()] == ["thesis.txt"]
     assert (target / "thesis.txt").read_text() == "do not delete"
     assert _leftovers(target) == []
+
+
+def test_a_folder_without_transcripts_gives_empty_tables(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "notes.txt").write_text("not a transcript")
+    result = batch.convert([tmp_path / "src"], tmp_path / "out")
+    assert result.inputs == 0
+    assert set(result.tables.values()) == {0}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["skipped"] == [{"path": "src/notes.txt", "reason": "not a .jsonl file"}]
