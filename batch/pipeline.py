@@ -11,7 +11,6 @@ import duckdb
 import polars as pl
 
 from batch import sql
-from batch.errors import SourceError
 from batch.schema import (
     TABLES,
     INFERENCE_OBSERVATIONS,
@@ -43,8 +42,10 @@ USAGE_SELECTION = (
     "usage and stop reason come from the latest native observation of the response. Across streams "
     "(resume and fork copies), the observation with a stop reason is selected first, then the largest "
     "output count, then the smallest session_key and position. Every observation is kept in "
-    "inference_observations. Synthetic API-error lines are not inferences; usage is never read from "
-    "progress copies or toolUseResult.usage. Missing fields are null, never 0."
+    "inference_observations. Synthetic API-error lines are not inferences. Usage is never read from "
+    "toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present; a "
+    "subagent rebuilt from those copies (its transcript absent) says so in usage_source. Missing fields "
+    "are null, never 0."
 )
 # Versions of the real transcripts the test suite converts (tests/fixtures/corpus).
 REAL_EVIDENCE_VERSIONS = (

@@ -67,22 +67,22 @@ def discover(sources: list[Path]) -> Discovery:
         if not src.exists():
             raise SourceError(f"{src}: no such file or folder. Pass a Claude Code projects folder or .jsonl files.")
         root = src.resolve()
-        label = root.name or "root"
         paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
         for path in paths:
             if path in seen:
                 continue
             seen.add(path)
-            rel = path.relative_to(root.parent if root.is_dir() else root.parent)
-            name = rel.as_posix() if root.is_dir() else path.name
-            if "tool-results" in path.parts[len(root.parts) - (0 if root.is_dir() else 1):]:
+            # shown as <source folder name>/<path below it>, or the file name: the same on every machine
+            name = path.relative_to(root.parent).as_posix()
+            folders = path.relative_to(root).parts[:-1] if root.is_dir() else ()
+            if "tool-results" in folders:
                 found.tool_result_files.add(path.name)
                 continue
             if path.suffix != ".jsonl":
                 if not path.name.endswith(".meta.json"):
                     found.skipped.append((name, "not a .jsonl file"))
                 continue
-            if path.name == "journal.jsonl" and "workflows" in path.parts:
+            if path.name == "journal.jsonl" and "workflows" in folders:
                 found.skipped.append((name, "workflow run journal, not a transcript"))
                 continue
             found.files.append(_classify(path, name))
