@@ -226,13 +226,15 @@ def _convert_batch(
     con.register("batch_rejects", rejects)
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
-    con.register("classified", classify(observations))
-    sql.materialize(con, "observation_keys")
-    sql.materialize(con, "records_full")
+    con.register("classified", classify(observations).with_row_index("obs_idx"))
+    sql.materialize(con, "observation_index")
+    sql.view(con, "observation_keys")
+    records = sql.frame(con, "records_full")
+    con.register("records_full", records)
     parts = sql.frame(con, "parts")
     con.register("batch_parts", parts)
     tables = {
-        "records": con.table("records_full").pl(),
+        "records": records,
         "parts": parts,
         "tool_calls": sql.frame(con, "tool_calls"),
         "source_lines": sql.frame(con, "source_lines_out"),

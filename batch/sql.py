@@ -52,3 +52,11 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None =
         con.execute(f'create or replace temp table "{name}" as\n' + load(name), params or {})
     except duckdb.Error as exc:
         raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+
+
+def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Define sql/<name>.sql as a temporary view of the same name."""
+    try:
+        con.execute(f'create or replace temp view "{name}" as\n' + load(name))
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc

@@ -5,17 +5,34 @@ with live as (
     select * from observation_keys where is_live
 ),
 
+-- the first-seen and the latest observation of each record, chosen on the narrow index
+record_ends as (
+    select
+        record_id,
+        arg_min(obs_idx, (uuid_first_ord, ord)) as first_idx,
+        arg_max(obs_idx, ord) as last_idx,
+    from observation_index
+    where is_live
+    group by record_id
+),
+
 first_obs as (
-    select * from live
-    qualify row_number() over (partition by session_key, record_key order by uuid_first_ord, ord) = 1
+    select o.*
+    from observation_keys as o
+    join record_ends as e on o.obs_idx = e.first_idx
 ),
 
 last_obs as (
-    select * from live where is_representative
+    select o.*
+    from observation_keys as o
+    join record_ends as e on o.obs_idx = e.last_idx
 ),
 
 uuid_map as (
-    select session_key, uuid, record_id from live where uuid is not null
+    select c.session_key, c.uuid, i.record_id
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where i.is_live and c.uuid is not null
 ),
 
 -- Subagent streams whose spawning call a native field names (the sidecar's toolUseId, or a
@@ -45,9 +62,14 @@ progress_copies as (
 
 -- MCP attribution may be on any line of a response
 attribution as (
-    select record_id, max(attribution_mcp_server) as attribution_mcp_server, max(attribution_mcp_tool) as attribution_mcp_tool
-    from live
-    group by record_id
+    select
+        i.record_id,
+        max(c.attribution_mcp_server) as attribution_mcp_server,
+        max(c.attribution_mcp_tool) as attribution_mcp_tool,
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where i.is_live and (c.attribution_mcp_server is not null or c.attribution_mcp_tool is not null)
+    group by i.record_id
 ),
 
 launch_prompts as (
@@ -136,7 +158,7 @@ joined as (
         f.custom_title,
         f.ai_title,
     from first_obs as f
-    join last_obs as l using (session_key, record_key)
+    join last_obs as l on l.record_id = f.record_id
     left join uuid_map as p on p.session_key = f.session_key and p.uuid = f.parent_uuid
     left join uuid_map as lpu on lpu.session_key = f.session_key and lpu.uuid = f.logical_parent_uuid
     left join launch_prompts as lp on lp.session_key = f.session_key and lp.launch_ord = f.uuid_first_ord

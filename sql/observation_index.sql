@@ -1,0 +1,171 @@
+-- observation_index: one row per observation (obs_idx), with the record it goes into and its
+-- line status. Only the narrow columns the keys need are read here: the JSON text stays in
+-- `classified` and is joined back by obs_idx (observation_keys.sql).
+-- Position basis (registry entry): keep the latest observation of each repeated uuid at the
+-- position where that uuid first appeared; then fold the responses sharing message.id.
+-- A compact summary (isCompactSummary) folds into its compact_boundary: one compaction (ASR-373).
+-- Repeated metadata (ai-title, last-prompt, mode, permission-mode, ...) is re-written at each
+-- turn or exit: a line repeating the previous value of its type is not a change, so it folds
+-- into the record of the line that set the value (registry entry, Repeated metadata).
+with narrow as (
+    select
+        obs_idx, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
+        parent_uuid, message_id, is_compact_summary, permission_mode, json,
+    from classified
+),
+
+ordered as (
+    select
+        * exclude (json),
+        row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
+        uuid is null and native_type in (
+            'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
+            'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
+            'permission-mode', 'mode', 'bridge-session', 'atis-latch'
+        ) as is_repeatable,
+        -- the value of a metadata line, without the fields that change at every write
+        hash(case
+            when uuid is null and native_type in (
+                'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
+                'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
+                'permission-mode', 'mode', 'bridge-session', 'atis-latch'
+            ) then json_merge_patch(json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
+            else json
+        end) as json_hash,
+    from narrow
+),
+
+valued as (
+    select * from ordered
+),
+
+changes as (
+    select
+        *,
+        case
+            when not is_repeatable then 1
+            when json_hash is distinct from lag(json_hash) over (
+                partition by session_key, native_type, is_repeatable order by ord
+            ) then 1
+            -- the permission mode is one sequence of permission-mode lines and prompts'
+            -- permissionMode: a line also changes it back after a prompt set another mode
+            when native_type = 'permission-mode'
+                and permission_mode is distinct from lag(permission_mode) over permission_sequence
+                then 1
+            else 0
+        end as is_change,
+    from valued
+    window permission_sequence as (
+        partition by
+            session_key,
+            native_type = 'permission-mode' or (native_type = 'user' and permission_mode is not null)
+        order by ord
+    )
+),
+
+runs as (
+    select
+        *,
+        sum(is_change) over (partition by session_key, native_type, is_repeatable order by ord) as run_no,
+    from changes
+),
+
+obs as (
+    select
+        *,
+        case
+            when is_repeatable then first_value(position) over (
+                partition by session_key, native_type, is_repeatable, run_no order by ord
+            )
+            else coalesce(uuid, position)
+        end as uuid_key,
+    from runs
+),
+
+uuid_groups as (
+    select
+        session_key,
+        uuid_key,
+        min(ord) as uuid_first_ord,
+        max(ord) as uuid_last_ord,
+        count(distinct json_hash) as uuid_versions,
+        arg_min(position, ord) as uuid_first_position,
+        arg_min(line, ord) as uuid_first_line,
+    from obs
+    group by all
+),
+
+boundaries as (
+    select distinct
+        session_key,
+        uuid as boundary_uuid,
+    from obs
+    where native_subtype = 'compact_boundary' and uuid is not null
+),
+
+keyed as (
+    select
+        o.*,
+        g.uuid_first_ord,
+        g.uuid_versions,
+        g.uuid_first_position,
+        g.uuid_first_line,
+        -- identical copies: the first is kept; overwritten snapshots: the latest, at the first position
+        o.ord = case when g.uuid_versions = 1 then g.uuid_first_ord else g.uuid_last_ord end as is_live,
+        case
+            when o.native_type = 'assistant' and o.message_id is not null then 'msg:' || o.message_id
+            when b.boundary_uuid is not null then b.boundary_uuid
+            else o.uuid_key
+        end as record_key,
+    from obs as o
+    join uuid_groups as g using (session_key, uuid_key)
+    left join boundaries as b
+        on b.session_key = o.session_key
+        and b.boundary_uuid = o.parent_uuid
+        and o.is_compact_summary
+),
+
+per_record as (
+    select
+        session_key,
+        record_key,
+        min(uuid_first_ord) filter (where is_live) as record_first_ord,
+        max(ord) filter (where is_live) as record_last_ord,
+        count(*) as observation_count,
+        count(*) filter (where is_live) as live_count,
+        bool_or(uuid_versions > 1) as has_revision_history,
+    from keyed
+    group by all
+),
+
+final as (
+    select
+        k.*,
+        r.record_first_ord,
+        r.record_last_ord,
+        r.observation_count,
+        r.live_count,
+        r.has_revision_history,
+        k.session_key || ':' || k.record_key as record_id,
+        k.is_live and k.ord = r.record_last_ord as is_representative,
+        case
+            when not k.is_live then 'duplicate'
+            when k.sub is not null then 'recovered'
+            when k.ord = r.record_last_ord then 'mapped'
+            else 'folded'
+        end as status,
+        case
+            when not k.is_live and k.is_repeatable then 'unchanged_value'
+            when not k.is_live and k.uuid_versions > 1 then 'overwritten_snapshot'
+            when not k.is_live then 'identical_copy'
+            when k.sub is not null then 'concatenated_objects'
+        end as reason,
+    from keyed as k
+    join per_record as r using (session_key, record_key)
+)
+
+select
+    obs_idx, ord, is_repeatable, uuid_key, uuid_first_ord, uuid_versions, uuid_first_position,
+    uuid_first_line, is_live, record_key, record_first_ord, record_last_ord, observation_count,
+    live_count, has_revision_history, record_id, is_representative, status, reason,
+from final
