@@ -132,9 +132,13 @@ carrier_json as (
         native ->> '$.origin.kind' = 'task-notification'
             or native ->> '$.attachment.commandMode' = 'task-notification' as is_marked,
     from records
-    where (native_type = 'queue-operation')
-        or (native_type = 'attachment')
-        or (native_type = 'user' and kind not in ('tool_result', 'compaction'))
+    where (
+            (native_type = 'queue-operation')
+            or (native_type = 'attachment')
+            or (native_type = 'user' and kind not in ('tool_result', 'compaction'))
+        )
+        -- a plain substring test first, so only candidate lines are parsed
+        and contains(native, 'task-notification')
 ),
 
 carriers as (

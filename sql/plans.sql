@@ -22,11 +22,11 @@ tool_uses as (
 owners as (
     select
         record_id,
-        coalesce(native ->> '$.sessionId', split_part(session_key, '/', 1)) as native_session_id,
+        coalesce(native_session_id, split_part(session_key, '/', 1)) as native_session_id,
         coalesce(
-            native ->> '$.agentId',
+            native_agent_id,
             nullif(regexp_extract(session_key, '/(sidechain-.*)$', 1), ''),
-            native ->> '$.sessionId',
+            native_session_id,
             split_part(session_key, '/', 1)
         ) as todo_agent,
     from records

@@ -119,6 +119,8 @@ joined as (
         f.native_subtype,
         f.uuid,
         f.parent_uuid,
+        f.native_session_id,
+        f.native_agent_id,
         f.message_id,
         case when f.native_type = 'assistant' and not l.is_synthetic then f.message_id end as inference_id,
         coalesce(l.request_id, f.request_id) as request_id,

@@ -18,7 +18,7 @@ requests as (
         position,
         timestamp,
         native,
-        coalesce(native ->> '$.sessionId', split_part(session_key, '/', 1)) as native_session_id,
+        coalesce(native_session_id, split_part(session_key, '/', 1)) as native_session_id,
         native ->> '$.id' as api_request_id,
         coalesce(native ->> '$.requestRef', native ->> '$.id') as request_ref,
         native ->> '$.base' as base_ref,
@@ -33,7 +33,7 @@ requests as (
 
 blobs as (
     select
-        coalesce(native ->> '$.sessionId', split_part(session_key, '/', 1)) as native_session_id,
+        coalesce(native_session_id, split_part(session_key, '/', 1)) as native_session_id,
         session_key,
         native ->> '$.hash' as hash,
         native -> '$.message' as message,
