@@ -29,7 +29,7 @@ results as (
     from records_full as r
     join batch_parts as p using (record_id)
     where r.kind = 'tool_result' and p.part_type = 'tool_result'
-        and json_extract_string(r.tool_use_result, '$.agentId') is not null
+        and contains(r.tool_use_result, 'agentId') and json_extract_string(r.tool_use_result, '$.agentId') is not null
 ),
 
 from_results as (

@@ -45,7 +45,7 @@ launched as (
     select coalesce(f.parent_session_id, f.session_id) || '/' || json_extract_string(o.tool_use_result, '$.agentId')
     from live as o
     join batch_files as f using (file_idx)
-    where json_extract_string(o.tool_use_result, '$.agentId') is not null
+    where contains(o.tool_use_result, 'agentId') and json_extract_string(o.tool_use_result, '$.agentId') is not null
 ),
 
 -- agent_progress lines embed a subagent's own messages: each is linked to the subagent record
