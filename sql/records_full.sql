@@ -16,14 +16,15 @@ record_ends as (
     group by record_id
 ),
 
+-- the wide text columns stay out of these two (only the latest line's JSON is the native)
 first_obs as (
-    select o.*
+    select o.* exclude (json, content, top_content, text_head)
     from observation_keys as o
     join record_ends as e on o.obs_idx = e.first_idx
 ),
 
 last_obs as (
-    select o.*
+    select o.* exclude (content, top_content, text_head, tool_use_result)
     from observation_keys as o
     join record_ends as e on o.obs_idx = e.last_idx
 ),
@@ -54,9 +55,10 @@ progress_copies as (
     select
         f.record_id,
         coalesce(bf.parent_session_id, bf.session_id) || '/' || f.progress_agent_id as child_session_key,
-        f.json->>'$.data.message.uuid' as copy_uuid,
+        c.json->>'$.data.message.uuid' as copy_uuid,
     from first_obs as f
     join batch_files as bf using (file_idx)
+    join classified as c using (obs_idx)
     where f.native_subtype = 'agent_progress' and f.progress_agent_id is not null
 ),
 
