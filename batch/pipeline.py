@@ -30,8 +30,8 @@ from batch.transforms.recover import OBJECT_SCHEMA, recover
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import Output
 
-# Peak memory is about 20 times the batch (see docs/performance.md): 64 MiB stays under 2 GiB.
-DEFAULT_BATCH_BYTES = 64 << 20
+# Peak memory is about 30 times the batch (see docs/performance.md): 48 MiB stays under 2 GiB.
+DEFAULT_BATCH_BYTES = 48 << 20
 WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
 CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
