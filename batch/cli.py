@@ -80,8 +80,13 @@ def sql_cmd(
         return
     with duckdb.connect() as con:
         con.execute("set enable_progress_bar = false")
-        for stmt in statements:
-            con.execute(stmt)
+        try:
+            for stmt in statements:
+                con.execute(stmt)
+        except duckdb.Error as exc:
+            raise BatchError(
+                f"{out}: a table folder is missing or unreadable ({exc}). Convert again into this folder."
+            ) from exc
         try:
             rel = con.sql(query)
         except duckdb.Error as exc:
@@ -110,7 +115,7 @@ class _progress:
     """A progress bar on stderr, fed with bytes converted; silent when quiet or not a terminal."""
 
     def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
+        self.quiet = quiet or not sys.stderr.isatty()
         self.bar = None
 
     def __enter__(self):

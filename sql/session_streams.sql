@@ -105,17 +105,32 @@ versions as (
 
 -- header facts: the client (entrypoint), the active leaf (the latest last-prompt leafUuid),
 -- fork and continuation references (registry entry, Lineage and tree)
-header as (
+header_columns as (
     select
         session_key,
         arg_min(entrypoint, seq) filter (where entrypoint is not null) as client_name,
-        arg_max(native->>'$.leafUuid', seq) filter (where native_type = 'last-prompt') as active_leaf_uuid,
         mode(copied_from_session_id) filter (where copied_from_session_id is not null) as forked_from_session_id,
+    from recs
+    group by session_key
+),
+
+-- the JSON of the few metadata lines is parsed after filtering them, not for every record
+header_lines as (
+    select
+        session_key,
+        arg_max(native->>'$.leafUuid', seq) filter (where native_type = 'last-prompt') as active_leaf_uuid,
         arg_max(native->>'$.parentSessionId', seq) filter (where native_type = 'fork-context-ref') as inherits_session_id,
         arg_max(native->>'$.parentLastUuid', seq) filter (where native_type = 'fork-context-ref') as inherits_last_uuid,
         arg_max(native->>'$.continuedInSessionId', seq) filter (where native_type = 'continued-in') as continued_in_session_id,
     from recs
+    where native_type in ('last-prompt', 'fork-context-ref', 'continued-in')
     group by session_key
+),
+
+header as (
+    select *
+    from header_columns
+    left join header_lines using (session_key)
 ),
 
 line_counts as (

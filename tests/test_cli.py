@@ -202,3 +202,16 @@ def test_version_prints_the_version(capsys):
     assert code == 0
     assert stdout.strip() == f"asr-batch {batch.__version__}"
     assert err == ""
+
+
+def test_sql_on_an_output_missing_a_table_is_one_error_line(tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "out"
+    batch.convert([Path(__file__).parent.parent / "data" / "sample"], out)
+    shutil.rmtree(out / "hooks")
+    with pytest.raises(SystemExit) as exc:
+        main(["sql", str(out), "select count(*) from records"])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("Error: ") and "Convert again" in err[0]

@@ -1,0 +1,378 @@
+"""Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
+
+    python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N]
+
+Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
+same size and seed; `--archive` may also name any existing Claude Code projects folder), then
+prints in one run: input MiB, files and lines; the warm time of
+`select count(*) from read_ndjson_objects('<archive>/**/*.jsonl', ignore_errors=true)`; the time
+of `asr-batch convert ARCHIVE --out OUT --quiet` run as a subprocess; their ratio; MiB/s; and the
+peak RSS of the convert process alone (measured by a small wrapper process, so the DuckDB scan
+of this process does not count). The figures are also written to bench/results/.
+
+Without --keep, the converted output is deleted at the end, and so is the archive if this run
+generated it. An archive given with --archive that existed before is never deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+RATIO_TARGET = 6.0
+RSS_TARGET_MIB = 2048
+
+# Runs the converter as its child and reports the child's wall time and peak RSS (KiB on Linux):
+# RUSAGE_CHILDREN of this wrapper covers the converter alone.
+WRAPPER = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+rc = subprocess.call(sys.argv[1:], stdout=sys.stderr)
+seconds = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "seconds": seconds, "cpu_seconds": ru.ru_utime + ru.ru_stime,
+                  "maxrss_kib": ru.ru_maxrss}))
+"""
+
+
+def converter_command() -> list[str]:
+    script = Path(sys.executable).with_name("asr-batch")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "batch"]
+
+
+def archive_stats(archive: Path) -> dict:
+    """Count bytes, files and lines of every .jsonl below the archive (also warms the page cache)."""
+    files = size = lines = 0
+    for path in sorted(archive.rglob("*.jsonl")):
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        files += 1
+        size += len(data)
+        lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return {"files": files, "bytes": size, "mib": size / (1 << 20), "lines": lines}
+
+
+def duckdb_scan(archive: Path, runs: int = 2) -> dict:
+    glob = str(archive / "**" / "*.jsonl").replace("'", "''")
+    query = f"select count(*) from read_ndjson_objects('{glob}', ignore_errors=true)"
+    times, cpu = [], []
+    count = None
+    with duckdb.connect() as con:
+        for _ in range(runs):
+            r = resource.getrusage(resource.RUSAGE_SELF)
+            t = time.perf_counter()
+            count = con.sql(query).fetchall()[0][0]
+            times.append(time.perf_counter() - t)
+            r2 = resource.getrusage(resource.RUSAGE_SELF)
+            cpu.append(r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime)
+    return {"seconds": times[-1], "cpu_seconds": cpu[-1], "first_seconds": times[0], "objects": count, "query": query}
+
+
+def busy_cpu_seconds() -> float | None:
+    """Non-idle CPU time of the whole machine so far (Linux /proc/stat), in seconds."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(limit: float) -> None:
+    """Wait up to `limit` seconds until the machine is idle: under 0.1 CPU busy over 3 seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = busy_cpu_seconds()
+        if before is None:
+            return
+        time.sleep(3)
+        if (busy_cpu_seconds() - before) / 3 < 0.1:
+            return
+    print("note      the machine did not become idle; timing anyway", file=sys.stderr)
+
+
+def convert(archive: Path, out: Path, batch_mb: int | None) -> dict:
+    cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet"]
+    if batch_mb:
+        cmd += ["--batch-mb", str(batch_mb)]
+    busy_before = busy_cpu_seconds()
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, text=True, check=False)
+    busy_after = busy_cpu_seconds()
+    if proc.returncode != 0:
+        raise SystemExit(f"wrapper failed with exit code {proc.returncode}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    if report["rc"] != 0:
+        raise SystemExit(f"convert failed with exit code {report['rc']}: {' '.join(cmd)}")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    return {
+        "seconds": report["seconds"],
+        "cpu_seconds": report["cpu_seconds"],
+        # CPU time that processes other than the convert used while it ran (all CPUs of the machine).
+        "other_cpu_seconds": (
+            max(0.0, busy_after - busy_before - report["cpu_seconds"]) if busy_before is not None else None
+        ),
+        "peak_rss_mib": report["maxrss_kib"] / 1024,
+        "command": " ".join(cmd),
+        "tables": manifest["tables"],
+        "rejected_lines": manifest["rejected_lines"],
+        "foreign_files": manifest["foreign_files"],
+    }
+
+
+def code_version() -> str:
+    """Which converter code runs: the commit of the checkout (+dirty when batch/ or sql/ differ from
+    it), or the folder `batch` is imported from when that is not this checkout (PYTHONPATH)."""
+    try:
+        where = subprocess.run([sys.executable, "-c", "import batch; print(batch.__file__)"], cwd="/", capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    code_root = Path(where).resolve().parent.parent
+    if code_root != ROOT:
+        return f"the package in {code_root}"
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "batch", "sql"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+# Step profiler, run in a child process: times every SQL file (batch.sql.frame / materialize),
+# every Parquet write and every helper function of batch.pipeline, with the peak RSS of each step
+# (Linux: VmHWM, reset before each step through /proc/self/clear_refs).
+PROFILER = r"""
+import collections, inspect, sys, time
+from pathlib import Path
+import batch.pipeline as P, batch.sql as S, batch.write as W
+
+def status():
+    out = {}
+    for line in open("/proc/self/status"):
+        key, value = line.split(":", 1)
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+stats = collections.OrderedDict()
+depth = [0]
+
+def timed(label_of, fn):
+    def inner(*args, **kwargs):
+        label = "  " * depth[0] + label_of(*args, **kwargs)
+        depth[0] += 1
+        before = status()["VmRSS"]
+        reset_peak()
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            seconds = time.perf_counter() - started
+            depth[0] -= 1
+            peak = status()["VmHWM"]
+            row = stats.setdefault(label, [0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += seconds
+            row[2] = max(row[2], peak)
+            row[3] = max(row[3], peak - before)
+    return inner
+
+S.frame = timed(lambda con, name, *a, **k: f"sql/{name}.sql", S.frame)
+S.materialize = timed(lambda con, name, *a, **k: f"sql/{name}.sql (temp table)", S.materialize)
+W.Output.write = timed(lambda self, table, *a, **k: f"write {table.name}", W.Output.write)
+W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W.Output.write_work)
+W.Output.commit = timed(lambda self: "commit", W.Output.commit)
+for name, fn in list(vars(P).items()):
+    if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and name != "convert":
+        setattr(P, name, timed(lambda *a, n=name, **k: n + "()", fn))
+
+archive, out, batch_mb = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+kwargs = {"batch_bytes": batch_mb << 20} if batch_mb else {}
+started = time.perf_counter()
+P.convert([archive], out, **kwargs)
+total = time.perf_counter() - started
+print(f"{'step (calls summed over batches)':58s} {'calls':>5s} {'s':>8s} {'%':>6s} {'peak MiB':>9s} {'+MiB':>7s}")
+for label, (calls, seconds, peak, grow) in stats.items():
+    print(f"{label:58s} {calls:5d} {seconds:8.2f} {100 * seconds / total:6.1f} {peak:9.0f} {grow:7.0f}")
+print(f"{'total':58s} {'':5s} {total:8.2f}")
+"""
+
+
+def profile_steps(archive: Path, out: Path, batch_mb: int | None) -> None:
+    """Convert once more in a child process that times each pipeline step, and print the table."""
+    if out.exists():
+        shutil.rmtree(out)
+    print("profile   per step, in one process (a child of this one):")
+    subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0)], check=True)
+
+
+def machine() -> dict:
+    import polars
+    import pyarrow
+
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = round(int(line.split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "mem_gib": mem,
+        "python": platform.python_version(),
+        "polars": polars.__version__,
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mb", type=float, default=2048, help="archive size to generate, MiB (default 2048)")
+    ap.add_argument("--archive", type=Path, help="archive folder (default bench/archive/<size>)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="convert output folder (default bench/results/out-<size>)")
+    ap.add_argument("--batch-mb", type=int, help="passed to asr-batch convert (default: the CLI's)")
+    ap.add_argument("--repeat", type=int, default=1, help="run the convert N times; report the fastest")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
+                    help="before each timing, wait up to SECONDS for other processes to leave the CPUs idle")
+    ap.add_argument(
+        "--no-invalid-lines", action="store_true",
+        help="generate without concatenated objects and truncated last lines (lines that are not valid JSON)",
+    )
+    ap.add_argument("--profile", action="store_true",
+                    help="then convert once more with a timer on every SQL file, write and pipeline step")
+    ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
+    args = ap.parse_args(argv)
+
+    size_tag = f"{args.size_mb:g}"
+    name = size_tag + ("-valid" if args.no_invalid_lines else "")
+    archive = (args.archive or ROOT / "bench" / "archive" / name).resolve()
+    out = (args.out or RESULTS / f"out-{size_tag}").resolve()
+    stamp = generate.stamp_path(archive)
+    generated = False
+    t = time.perf_counter()
+    if archive.is_dir() and not stamp.is_file() and args.archive is not None:
+        origin = "existing folder"
+    else:
+        previous = json.loads(stamp.read_text()) if stamp.is_file() else {}
+        wanted = {
+            "generator_version": generate.GENERATOR_VERSION, "size_mb": args.size_mb, "seed": args.seed,
+            "invalid_lines": not args.no_invalid_lines,
+        }
+        if archive.is_dir() and all(previous.get(k) == v for k, v in wanted.items()):
+            origin = f"reused (seed {args.seed})"
+        else:
+            print(f"generating {args.size_mb:g} MiB into {archive} ...", file=sys.stderr)
+            generate.generate(
+                args.size_mb, archive, args.seed, invalid_lines=not args.no_invalid_lines, verbose=False
+            )
+            generated = True
+            origin = f"generated in {time.perf_counter() - t:.0f}s (seed {args.seed})"
+
+    try:
+        stats = archive_stats(archive)
+        version = code_version()
+        load_before = os.getloadavg()
+        print(f"code      asr-batch: {version}")
+        print(f"machine   {os.cpu_count()} CPUs, load average {load_before[0]:.2f} before the run")
+        print(f"archive   {archive}  ({origin})")
+        print(f"input     {stats['mib']:.1f} MiB, {stats['files']} files, {stats['lines']:,} lines")
+
+        if args.wait_idle:
+            wait_idle(args.wait_idle)
+        scan = duckdb_scan(archive)
+        print(f"scan      DuckDB read_ndjson_objects + count: {scan['seconds']:.2f} s wall, "
+              f"{scan['cpu_seconds']:.2f} s CPU warm (first run {scan['first_seconds']:.2f} s), "
+              f"{scan['objects']:,} objects")
+
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            if args.wait_idle:
+                wait_idle(args.wait_idle)
+            runs.append(convert(archive, out, args.batch_mb))
+        conv = min(runs, key=lambda r: r["seconds"])
+        conv["all_seconds"] = [r["seconds"] for r in runs]
+        conv["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
+        t_ = conv["tables"]
+        print(f"convert   {conv['command']}")
+        print(f"          {conv['seconds']:.2f} s wall, {conv['cpu_seconds']:.2f} s CPU"
+              + (f" (fastest of {len(runs)}: {', '.join(f'{x:.1f}' for x in conv['all_seconds'])})"
+                 if len(runs) > 1 else "")
+              + f"; sessions {t_['sessions']}, records {t_['records']}, inferences {t_['inferences']}, "
+              f"rejected lines {conv['rejected_lines']}")
+
+        ratio = conv["seconds"] / scan["seconds"]
+        cpu_ratio = conv["cpu_seconds"] / scan["cpu_seconds"] if scan["cpu_seconds"] else float("nan")
+        mibs = stats["mib"] / conv["seconds"]
+        rss = conv["peak_rss_mib"]
+        print(f"ratio     convert / scan = {ratio:.1f} (target <= {RATIO_TARGET:g}: "
+              f"{'met' if ratio <= RATIO_TARGET else 'NOT met'}); in CPU seconds {cpu_ratio:.1f}")
+        print(f"speed     convert {mibs:.1f} MiB/s, scan {stats['mib'] / scan['seconds']:.0f} MiB/s")
+        print(f"peak RSS  convert process {rss:.0f} MiB (target < {RSS_TARGET_MIB} MiB: "
+              f"{'met' if rss < RSS_TARGET_MIB else 'NOT met'})")
+        other = conv["other_cpu_seconds"]
+        if other is not None and other > 0.05 * conv["seconds"]:
+            print(f"note      other processes used {other:.1f} CPU-seconds during the convert: the wall times "
+                  "are pessimistic; compare CPU seconds, or run again on an idle machine")
+
+        result = {
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "code": version,
+            "machine": machine(),
+            "archive": {"path": str(archive), "origin": origin, **stats},
+            "scan": scan,
+            "convert": conv,
+            "ratio": ratio,
+            "cpu_ratio": cpu_ratio,
+            "load_average_before": load_before[0],
+            "convert_mib_per_s": mibs,
+        }
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"run-{size_tag}mb.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        if args.profile:
+            profile_steps(archive, out, args.batch_mb)
+        print(f"summary: {stats['mib']:.0f} MiB: convert {conv['seconds']:.1f} s, scan {scan['seconds']:.2f} s, "
+              f"ratio {ratio:.1f}, {mibs:.1f} MiB/s, peak RSS {rss:.0f} MiB")
+    finally:
+        if not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+            if generated:
+                shutil.rmtree(archive, ignore_errors=True)
+                stamp.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
