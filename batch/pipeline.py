@@ -25,6 +25,8 @@ CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
 # batch_parts, batch_tool_calls and batch_files.
 FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
+# Relations several fact tables read, defined once as views (sql/<name>.sql), in dependency order.
+SHARED_VIEWS = ("record_owners", "plan_calls")
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
@@ -232,6 +234,8 @@ def _convert_batch(
     counts = {name: output.write(TABLES_BY_NAME[name], frame, index) for name, frame in tables.items()}
     con.register("batch_source_lines", tables["source_lines"])
     con.register("batch_tool_calls", tables["tool_calls"])
+    for name in SHARED_VIEWS:
+        sql.view(con, name)
     for table in FACT_TABLES:
         counts[table.name] = output.write(table, sql.frame(con, table.name), index)
     for name in WORK_TABLES:

@@ -3,58 +3,13 @@
 -- Registry entry, Plans: ExitPlanMode input plan → plan with planType: document, planId from the
 -- plan file name, source the plan file. TodoWrite → planType: items. Task tools → planType: items
 -- with entryId, owner and blockedBy. The items themselves are built by sql/plan_items.sql from the
--- same rows (plan_item_sources below is repeated there).
+-- same calls (sql/plan_calls.sql) and stream owners (sql/record_owners.sql).
 with records as (
     select * from records_full
 ),
 
-tool_calls_ as (
-    select * from batch_tool_calls
-),
-
-tool_uses as (
-    select * from batch_parts
-    where part_type = 'tool_use'
-    qualify row_number() over (partition by record_id, call_id order by part_index) = 1
-),
-
--- The stream identity that names todo files and task lists.
 owners as (
-    select
-        record_id,
-        coalesce(native_session_id, split_part(session_key, '/', 1)) as native_session_id,
-        coalesce(
-            native_agent_id,
-            nullif(regexp_extract(session_key, '/(sidechain-.*)$', 1), ''),
-            native_session_id,
-            split_part(session_key, '/', 1)
-        ) as todo_agent,
-    from records
-),
-
-plan_calls as (
-    select
-        c.call_id,
-        c.session_key,
-        c.tool_name,
-        c.status as call_status,
-        c.call_record_id as record_id,
-        c.result_record_id,
-        c.input,
-        c.result_native,
-        r.seq,
-        r.position,
-        r.timestamp,
-        r.native as record_native,
-        u.part_index,
-        u.native as block,
-        o.native_session_id,
-        o.todo_agent,
-    from tool_calls_ as c
-    join records as r on r.record_id = c.call_record_id
-    join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
-    join owners as o on o.record_id = c.call_record_id
-    where c.tool_name in ('ExitPlanMode', 'TodoWrite', 'TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')
+    select * from record_owners
 ),
 
 documents as (
