@@ -247,7 +247,7 @@ def _convert_batch(
         {
             "path": f.name,
             "size": f.size,
-            "sha256": digests[i],
+            "sha256": digests[i].result(),
             "session_key": f.session_key,
             "stream_kind": f.stream_kind,
             "lines": per_file.get(f.name, 0),

@@ -12,7 +12,7 @@ with parts_ as (
 
 model_calls as (
     select
-        session_key, call_id, tool_name, tool_input, record_id, position, timestamp, record_first_ord,
+        session_key, call_id, tool_name, tool_input, record_id, position, timestamp, record_first_ord, part_index,
         'model' as requested_by,
     from parts_
     where part_type = 'tool_use' and call_id is not null
@@ -34,7 +34,7 @@ shell_inputs as (
         p.uuid as call_id,
         'Bash' as tool_name,
         json_object('command', regexp_extract(p.text, '<bash-input>(.*)</bash-input>', 1, 's')) as tool_input,
-        p.record_id, p.position, p.timestamp, p.record_first_ord,
+        p.record_id, p.position, p.timestamp, p.record_first_ord, p.part_index,
         'user' as requested_by,
     from parts_ as p
     where p.part_index = 0 and starts_with(ltrim(p.text), '<bash-input>')
@@ -121,9 +121,12 @@ final as (
         r.timestamp as result_at,
         c.tool_input as input,
         r.tool_use_result as result_native,
+        c.record_first_ord as call_ord,
+        c.part_index as call_part_index,
     from calls as c
     left join results as r using (session_key, call_id)
 )
 
-select * from final
-order by session_key, call_position
+-- file order: a response holding several calls lists them in block order
+select * exclude (call_ord, call_part_index) from final
+order by session_key, call_ord, call_part_index

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,61 +174,81 @@ LINE_SCHEMA = {
 }
 
 
-def read_lines(files: list[SourceFile]) -> tuple[pl.DataFrame, list[str]]:
-    """Split each file into physical lines with file index, 1-based line number and byte offset.
+def read_lines(files: list[SourceFile], hasher: Executor | None = None) -> tuple[pl.DataFrame, list[Future[str]]]:
+    """Split the files of a batch into physical lines with file index, 1-based line number and byte offset.
 
-    The split and the UTF-8 check run in Arrow per file, never per line; only the lines of a file
-    that is not valid UTF-8 are decoded one by one (with replacement characters; their raw bytes
-    are kept). Also return each file's sha256.
+    All files are read into one buffer and split once in Arrow, never per line; only the lines of a
+    file that is not valid UTF-8 are decoded one by one (with replacement characters; their raw
+    bytes are kept). Also return each file's sha256, computed on `hasher` when given, so hashing
+    overlaps with the next steps (hashlib releases the GIL).
     """
-    frames = []
-    digests = []
-    for idx, f in enumerate(files):
+    sizes = [f.size for f in files]
+    buffer = bytearray(sum(sizes))
+    view = memoryview(buffer)
+    starts, digests, position = [0], [], 0
+    for f, size in zip(files, sizes):
         try:
-            data = f.path.read_bytes()
+            with f.path.open("rb") as fh:
+                got = fh.readinto(view[position : position + size])
         except OSError as exc:
             raise SourceError(f"{f.name}: cannot be read ({exc.strerror}). Check its permissions.") from exc
-        digests.append(hashlib.sha256(data).hexdigest())
-        if not data:
-            continue
-        lines = pc.split_pattern(pa.array([data], pa.large_binary()), pattern=b"\n").flatten()
-        has_newline = data.endswith(b"\n")
-        if has_newline:
-            lines = lines.slice(0, len(lines) - 1)
-        lengths = pc.binary_length(lines)
-        n = len(lines)
-        ends = pc.cumulative_sum(pc.add(lengths, 1))
-        offsets = pc.subtract(ends, pc.add(lengths, 1))
-        try:
-            text = lines.cast(pa.large_string())
-            raw = pa.nulls(n, pa.large_binary())
-            utf8_ok = pa.repeat(True, n)
-        except pa.ArrowInvalid:
-            text, raw, utf8_ok = _decode_lossy(lines)
-        newline = pa.array([True] * (n - 1) + [has_newline], pa.bool_()) if n else pa.array([], pa.bool_())
-        frames.append(
-            pl.DataFrame(
-                {
-                    "file_idx": pl.Series([idx], dtype=pl.Int32).new_from_index(0, n),
-                    "line": pl.int_range(1, n + 1, eager=True, dtype=pl.Int64),
-                    "byte_offset": pl.from_arrow(offsets).cast(pl.Int64),
-                    "byte_length": pl.from_arrow(lengths).cast(pl.Int64),
-                    "text": pl.from_arrow(text),
-                    "raw": pl.from_arrow(raw).cast(pl.Binary),
-                    "utf8_ok": pl.from_arrow(utf8_ok),
-                    "has_newline": pl.from_arrow(newline),
-                }
-            )
-        )
-    if not frames:
+        if got != size:
+            raise SourceError(f"{f.name}: changed size while being read. Convert it again once it is complete.")
+        chunk = view[position : position + size]
+        digests.append(hasher.submit(_sha256, chunk) if hasher else _done(_sha256(chunk)))
+        position += size
+        starts.append(position)
+    if not buffer:
         return pl.DataFrame(schema=LINE_SCHEMA), digests
-    return pl.concat(frames, how="vertical").with_columns(pl.col("text").cast(pl.String)), digests
+    # one Arrow value per file, over the same buffer; split once into lines
+    per_file = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(files), [None, pa.array(starts, pa.int64()).buffers()[1], pa.py_buffer(buffer)]
+    )
+    pieces = pc.split_pattern(per_file, pattern=b"\n")
+    # a file ending in a newline (and an empty file) splits into one empty piece after its last line
+    ends_newline = [size == 0 or buffer[end - 1] == 10 for size, end in zip(sizes, starts[1:])]
+    file_idx = pl.col("file_idx")
+    frame = (
+        pl.DataFrame(
+            {
+                "file_idx": pl.int_range(0, len(files), eager=True, dtype=pl.Int32)
+                .repeat_by(pl.from_arrow(pc.list_value_length(pieces)).cast(pl.UInt32))
+                .explode(),
+                "raw": pl.from_arrow(pieces.flatten()).cast(pl.Binary),
+            }
+        )
+        .with_columns(
+            line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(file_idx),
+            byte_length=pl.col("raw").bin.size().cast(pl.Int64),
+            last=file_idx != file_idx.shift(-1, fill_value=-1),
+        )
+        .filter(~(pl.col("last") & pl.lit(pl.Series(ends_newline, dtype=pl.Boolean)).gather(file_idx)))
+        .with_columns(
+            byte_offset=(pl.col("byte_length") + 1).cum_sum().over(file_idx) - pl.col("byte_length") - 1,
+            has_newline=~pl.col("last"),
+        )
+    )
+    try:
+        frame = frame.with_columns(text=pl.col("raw").cast(pl.String), raw=pl.lit(None, pl.Binary), utf8_ok=pl.lit(True))
+    except pl.exceptions.ComputeError:
+        frame = _decode_lossy(frame)
+    return frame.select(list(LINE_SCHEMA)).cast(LINE_SCHEMA), digests
 
 
-def _decode_lossy(lines: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-    # Rare path: only files that are not valid UTF-8 get here.
+def _sha256(data: memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _done(value: str) -> Future[str]:
+    future: Future[str] = Future()
+    future.set_result(value)
+    return future
+
+
+def _decode_lossy(frame: pl.DataFrame) -> pl.DataFrame:
+    # Rare path: only batches holding a file that is not valid UTF-8 get here.
     texts, raws, oks = [], [], []
-    for b in lines.to_pylist():
+    for b in frame.get_column("raw").to_list():
         try:
             texts.append(b.decode("utf-8"))
             raws.append(None)
@@ -236,4 +257,6 @@ def _decode_lossy(lines: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
             texts.append(b.decode("utf-8", errors="replace"))
             raws.append(b)
             oks.append(False)
-    return pa.array(texts, pa.large_string()), pa.array(raws, pa.large_binary()), pa.array(oks, pa.bool_())
+    return frame.with_columns(
+        text=pl.Series(texts, dtype=pl.String), raw=pl.Series(raws, dtype=pl.Binary), utf8_ok=pl.Series(oks, dtype=pl.Boolean)
+    )
