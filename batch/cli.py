@@ -10,7 +10,7 @@ import duckdb
 import typer
 
 from batch.errors import BatchError
-from batch.pipeline import DEFAULT_BATCH_BYTES, ConvertResult, convert
+from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, convert
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
 from batch.version import VERSION
@@ -51,14 +51,21 @@ def convert_cmd(
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")] = Path("asr-out"),
     batch_mb: Annotated[
-        int, typer.Option("--batch-mb", min=1, help="Input MiB per batch (bounds memory).")
+        int, typer.Option("--batch-mb", min=1, help="Input MiB per batch. Memory grows with workers x batch size.")
     ] = DEFAULT_BATCH_BYTES >> 20,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", "-j", min=1, show_default=False,
+            help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb."""
     paths = list(sources) if sources else [default_source()]
     with _progress(quiet) as progress:
-        result = convert(paths, out, batch_bytes=batch_mb << 20, progress=progress)
+        result = convert(paths, out, batch_bytes=batch_mb << 20, workers=workers, progress=progress)
     if not quiet:
         typer.echo(_summary(result))
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +20,10 @@ from batch.transforms.recover import OBJECT_SCHEMA, recover
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import Output
 
-# Peak memory is about 30 times the batch (see docs/performance.md): 48 MiB stays under 2 GiB.
-DEFAULT_BATCH_BYTES = 48 << 20
+# Peak memory grows with workers x batch size (see docs/performance.md): two batches of
+# 32 MiB at once stay under 2 GiB.
+DEFAULT_BATCH_BYTES = 32 << 20
+DEFAULT_WORKERS = 2
 WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
 CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
@@ -88,11 +92,13 @@ def convert(
     out: Path,
     *,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ConvertResult:
     """Convert Claude Code transcripts under `sources` into ASR Parquet tables in `out`.
 
-    `progress(done_bytes, total_bytes)` is called after each batch.
+    `workers` batches are converted at once (default: `default_workers()`); memory grows with
+    `workers * batch_bytes`. `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
     found = discover(sources)
@@ -103,15 +109,27 @@ def convert(
         done = 0
         inputs: list[dict] = []
         counts: dict[str, int] = {}
-        with _connect() as con:
-            for index, files in enumerate(groups):
-                result = _convert_batch(con, files, output, index, found.tool_result_files)
-                inputs.extend(result.inputs)
-                for k, v in result.counts.items():
-                    counts[k] = counts.get(k, 0) + v
-                done += sum(f.size for f in files)
-                if progress:
-                    progress(done, total)
+        workers = max(1, min(workers or default_workers(), len(groups)))
+        # Batches are independent until the final stage: each runs on its own DuckDB connection,
+        # `workers` at a time (DuckDB and Polars release the GIL). Files are hashed on one more thread.
+        with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
+            pending = [
+                pool.submit(_convert_batch, files, output, index, found.tool_result_files, hasher, workers)
+                for index, files in enumerate(groups)
+            ]
+            try:
+                for future in as_completed(pending):
+                    result = future.result()
+                    inputs.extend(result.inputs)
+                    for k, v in result.counts.items():
+                        counts[k] = counts.get(k, 0) + v
+                    done += sum(f.size for f in result.files)
+                    if progress:
+                        progress(done, total)
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
         with _connect() as con:
             final_counts, unassigned = _finalize(con, output)
         counts.update(final_counts)
@@ -134,10 +152,17 @@ def convert(
     )
 
 
-def _connect() -> duckdb.DuckDBPyConnection:
-    # The CLI draws its own progress bar; DuckDB's would interleave with it.
+def default_workers() -> int:
+    """Batches converted at once by default: one per CPU, at most DEFAULT_WORKERS."""
+    return max(1, min(os.cpu_count() or 1, DEFAULT_WORKERS))
+
+
+def _connect(workers: int = 1) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
+    # The CLI draws its own progress bar; DuckDB's would interleave with it.
     con.execute("set enable_progress_bar = false")
+    # concurrent batches share the CPUs
+    con.execute(f"set threads = {max(1, (os.cpu_count() or 1) // workers)}")
     return con
 
 
@@ -177,9 +202,21 @@ def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
 
 
 def _convert_batch(
-    con: duckdb.DuckDBPyConnection, files: list[SourceFile], output: Output, index: int, tool_result_files: set[str]
+    files: list[SourceFile], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int
 ) -> _Batch:
-    lines, digests = read_lines(files)
+    with _connect(workers) as con:
+        return _convert_batch_on(con, files, output, index, tool_result_files, hasher)
+
+
+def _convert_batch_on(
+    con: duckdb.DuckDBPyConnection,
+    files: list[SourceFile],
+    output: Output,
+    index: int,
+    tool_result_files: set[str],
+    hasher: Executor,
+) -> _Batch:
+    lines, digests = read_lines(files, hasher)
     con.register("batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     blank = pl.col("text").str.strip_chars() == ""
     blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())

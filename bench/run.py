@@ -1,6 +1,6 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
-    python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N]
+    python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -109,10 +109,12 @@ def wait_idle(limit: float) -> None:
     print("note      the machine did not become idle; timing anyway", file=sys.stderr)
 
 
-def convert(archive: Path, out: Path, batch_mb: int | None) -> dict:
+def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None) -> dict:
     cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet"]
     if batch_mb:
         cmd += ["--batch-mb", str(batch_mb)]
+    if workers:
+        cmd += ["--workers", str(workers)]
     busy_before = busy_cpu_seconds()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, text=True, check=False)
     busy_after = busy_cpu_seconds()
@@ -215,6 +217,8 @@ for name, fn in list(vars(P).items()):
 
 archive, out, batch_mb = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 kwargs = {"batch_bytes": batch_mb << 20} if batch_mb else {}
+# one batch at a time, so that the steps' times add up to the total
+kwargs["workers"] = 1
 started = time.perf_counter()
 P.convert([archive], out, **kwargs)
 total = time.perf_counter() - started
@@ -229,7 +233,7 @@ def profile_steps(archive: Path, out: Path, batch_mb: int | None) -> None:
     """Convert once more in a child process that times each pipeline step, and print the table."""
     if out.exists():
         shutil.rmtree(out)
-    print("profile   per step, in one process (a child of this one):")
+    print("profile   per step, one batch at a time, in one process (a child of this one):")
     subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0)], check=True)
 
 
@@ -262,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="convert output folder (default bench/results/out-<size>)")
     ap.add_argument("--batch-mb", type=int, help="passed to asr-batch convert (default: the CLI's)")
+    ap.add_argument("--workers", type=int, help="passed to asr-batch convert (default: the CLI's)")
     ap.add_argument("--repeat", type=int, default=1, help="run the convert N times; report the fastest")
     ap.add_argument("--wait-idle", type=float, default=0, metavar="SECONDS",
                     help="before each timing, wait up to SECONDS for other processes to leave the CPUs idle")
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(max(1, args.repeat)):
             if args.wait_idle:
                 wait_idle(args.wait_idle)
-            runs.append(convert(archive, out, args.batch_mb))
+            runs.append(convert(archive, out, args.batch_mb, args.workers))
         conv = min(runs, key=lambda r: r["seconds"])
         conv["all_seconds"] = [r["seconds"] for r in runs]
         conv["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)

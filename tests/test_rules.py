@@ -617,7 +617,7 @@ def _subagent_tree(src: Path) -> None:
         json.dumps({"agentType": "Explore", "description": "Explore the repo", "toolUseId": "toolu_X"}))
 
 
-def test_conversion_is_deterministic_across_runs_and_batch_sizes(src, tmp_path):
+def test_conversion_is_deterministic_across_runs_batch_sizes_and_workers(src, tmp_path):
     _messy(src)
     _subagent_tree(src)
     # resume copy of msg_01P in another session, so usage selection spans batches
@@ -627,17 +627,21 @@ def test_conversion_is_deterministic_across_runs_and_batch_sizes(src, tmp_path):
     ])
     a = run(src, tmp_path / "a")
     b = run(src, tmp_path / "b")
-    c = run(src, tmp_path / "c", batch_bytes=1)
-    assert len(list((tmp_path / "c" / "records").glob("*.parquet"))) > 1  # really several batches
+    c = run(src, tmp_path / "c", batch_bytes=1, workers=1)
+    d = run(src, tmp_path / "d", batch_bytes=1, workers=3)
+    assert len(list((tmp_path / "c" / "records").glob("*.parquet"))) > 2  # really several batches
     for name in ("sessions", "records", "parts", "inference_observations", "inferences", "tool_calls",
                  "lineage", "source_lines", "rejects", "losses"):
         assert a[name].height > 0, name  # the fixture exercises the core tables
     for name in (t.name for t in TABLES):
         assert_frame_equal(_sorted(a[name]), _sorted(b[name]), check_row_order=True)
         assert_frame_equal(_sorted(a[name]), _sorted(c[name]), check_row_order=True)
+        # batches converted at once write the same part files, row for row
+        assert_frame_equal(c[name], d[name], check_row_order=True)
     ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
     mc = json.loads((tmp_path / "c" / "manifest.json").read_text())
-    assert ma == mc
+    md = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    assert ma == mc == md
 
 
 # ---------------------------------------------------------------------------------------------
@@ -736,6 +740,23 @@ def test_failure_in_a_batch_step_leaves_no_temp_folder(src, out, monkeypatch):
     monkeypatch.setattr(batch.pipeline, "classify", boom)
     with pytest.raises(RuntimeError, match="classify failed"):
         batch.convert([src], out)
+    assert not out.exists()
+    assert _leftovers(out) == []
+
+
+def test_failure_in_one_of_concurrent_batches_stops_the_run_and_leaves_nothing(src, out, monkeypatch):
+    for n, sid in enumerate((SID, SID2, "33333333-3333-4333-8333-333333333333")):
+        write_jsonl(src / f"{sid}.jsonl", [user(uid(n), None, "hello", sid=sid)])
+    real = batch.pipeline.classify
+
+    def fail_on_second(observations):
+        if SID2 in observations.get_column("session_key").to_list():
+            raise RuntimeError("classify failed")
+        return real(observations)
+
+    monkeypatch.setattr(batch.pipeline, "classify", fail_on_second)
+    with pytest.raises(RuntimeError, match="classify failed"):
+        batch.convert([src], out, batch_bytes=1, workers=2)
     assert not out.exists()
     assert _leftovers(out) == []
 
