@@ -223,7 +223,11 @@ def _convert_batch_on(
     lines = lines.filter(~blank)
     con.register("batch_lines", lines)
     checks = sql.frame(con, "line_checks")
-    lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
+    # a projection keeps the row order (DuckDB preserves insertion order): columns are added, the text not copied
+    if checks.select("file_idx", "line").equals(lines.select("file_idx", "line")):
+        lines = lines.hstack(checks.drop("file_idx", "line"))
+    else:
+        lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
     recovered, rejects = recover(lines.filter(~pl.col("is_object")).select("file_idx", "line", "text", "has_newline"))
     objects = pl.concat(
         [
@@ -234,9 +238,8 @@ def _convert_batch_on(
         ]
     ).cast(OBJECT_SCHEMA)
     files_frame = _files_frame(files)
-    con.register("batch_objects", objects)
     con.register("batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    observations = sql.frame(con, "observations")
+    observations = _observe(con, objects)
     versions = dict(
         observations.group_by("file_idx")
         .agg(pl.col("version").drop_nulls().unique(maintain_order=True))
@@ -254,10 +257,11 @@ def _convert_batch_on(
     con.register("batch_rejects", rejects)
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
-    con.register("classified", classify(observations).with_row_index("obs_idx"))
+    classified = classify(observations).with_row_index("obs_idx")
+    con.register("classified", classified)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
-    records = sql.frame(con, "records_full")
+    records = _with_texts(sql.frame(con, "records_full"), classified)
     con.register("records_full", records)
     parts = sql.frame(con, "parts")
     con.register("batch_parts", parts)
@@ -295,6 +299,25 @@ def _convert_batch_on(
         for i, f in enumerate(files)
     ]
     return _Batch(files, inputs, counts)
+
+
+def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
+    """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
+    through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers."""
+    con.register("batch_objects", objects.with_row_index("obj_idx"))
+    observations = sql.frame(con, "observations")
+    con.unregister("batch_objects")
+    return observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx"))).drop(
+        "obj_idx"
+    )
+
+
+def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
+    """Attach the JSON texts records_full names by obs_idx (a gather shares the string buffers)."""
+    return records.with_columns(
+        native=classified.get_column("json").gather(records.get_column("native_obs_idx")),
+        tool_use_result=classified.get_column("tool_use_result").gather(records.get_column("tool_use_result_obs_idx")),
+    ).drop("native_obs_idx", "tool_use_result_obs_idx")
 
 
 def _rebuild_from_progress(
@@ -338,8 +361,7 @@ def _rebuild_from_progress(
         file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
     ).cast(OBJECT_SCHEMA)
     con.register("batch_files", files_frame)
-    con.register("batch_objects", objects)
-    rebuilt = sql.frame(con, "observations")
+    rebuilt = _observe(con, objects)
     return pl.concat([observations, rebuilt]), files_frame
 
 

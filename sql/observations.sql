@@ -1,7 +1,8 @@
 -- observations: one row per JSON object read (a line, or an object recovered from a line).
 -- Decodes the envelope once per object; polymorphic fields (message.content, toolUseResult,
 -- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
--- declared here decodes as null; the object itself is kept verbatim in `json`.
+-- declared here decodes as null; the object itself is kept verbatim in `json`, which the
+-- pipeline attaches to the result by obj_idx (the text is not copied through DuckDB).
 with objects as (
     select * from batch_objects
 ),
@@ -12,10 +13,10 @@ files as (
 
 decoded as (
     select
+        o.obj_idx,
         o.file_idx,
         o.line,
         o.sub,
-        o.json,
         json_transform(o.json, '{
             "type": "VARCHAR", "subtype": "VARCHAR", "uuid": "VARCHAR", "parentUuid": "VARCHAR",
             "logicalParentUuid": "VARCHAR", "sessionId": "VARCHAR", "agentId": "VARCHAR",
@@ -126,7 +127,7 @@ final as (
         e.message.usage.cache_creation.ephemeral_1h_input_tokens as cache_creation_1h,
         e.message.usage.service_tier as service_tier,
         e.message.usage is not null as has_usage,
-        d.json,
+        d.obj_idx,
     from decoded as d
     join files as f using (file_idx)
 )

@@ -16,15 +16,16 @@ record_ends as (
     group by record_id
 ),
 
--- the wide text columns stay out of these two (only the latest line's JSON is the native)
+-- the wide text columns stay out of these two: the native JSON (of the latest observation) and
+-- toolUseResult (of the first) are named by obs_idx and joined from `classified` by the pipeline
 first_obs as (
-    select o.* exclude (json, content, top_content, text_head)
+    select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
     join record_ends as e on o.obs_idx = e.first_idx
 ),
 
 last_obs as (
-    select o.* exclude (content, top_content, text_head, tool_use_result)
+    select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
     join record_ends as e on o.obs_idx = e.last_idx
 ),
@@ -138,7 +139,7 @@ joined as (
         f.cwd,
         f.git_branch,
         l.version,
-        l.json as native,
+        l.obs_idx as native_obs_idx,
         -- usage of the latest observation
         l.stop_reason,
         l.has_usage and not l.is_synthetic as has_usage,
@@ -153,7 +154,7 @@ joined as (
         l.source_file as usage_source_file,
         l.line as usage_source_line,
         f.live_count as line_count,
-        f.tool_use_result,
+        f.obs_idx as tool_use_result_obs_idx,
         f.tool_use_id,
         f.parent_tool_use_id,
         f.progress_agent_id,
@@ -177,10 +178,11 @@ joined as (
 -- (a queued_command attachment follows it).
 queue_ops as (
     select
-        record_id, session_key, record_first_ord, native_subtype as operation, native->'$.content' as content,
-        native->>'$.reason' as reason,
-    from joined
-    where native_type = 'queue-operation'
+        j.record_id, j.session_key, j.record_first_ord, j.native_subtype as operation,
+        c.json->'$.content' as content, c.json->>'$.reason' as reason,
+    from joined as j
+    join classified as c on c.obs_idx = j.native_obs_idx
+    where j.native_type = 'queue-operation'
 ),
 
 withdrawn as (
