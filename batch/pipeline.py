@@ -369,6 +369,8 @@ def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame
     """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
     con.register("observations", observations)
     roots = sql.frame(con, "sidechain_roots")
+    if roots.is_empty():  # no inline sidechains (transcripts after 1.0.x)
+        return observations.with_columns(sidechain_root=pl.lit(None, pl.String))
     root = pl.col("sidechain_root")
     return (
         observations.join(

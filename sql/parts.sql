@@ -5,7 +5,14 @@
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
 with live as (
-    select * from observation_keys where is_live
+    select record_id, session_key, ord, line, native_type, native_subtype, content, content_type, top_content, json,
+    from observation_keys
+    where is_live
+),
+
+-- attachment rows first, then their JSON: the extractions below run on these rows only
+attachments as materialized (
+    select * from live where native_type = 'attachment'
 ),
 
 array_blocks as (
@@ -48,9 +55,8 @@ hook_context_blocks as (
         json_object('type', 'text', 'text', unnest(json_extract_string(json, '$.attachment.content[*]'))) as block,
         unnest(range(json_array_length(json->'$.attachment.content')::bigint)) as block_index,
         false as is_attachment_data,
-    from live
-    where native_type = 'attachment' and native_subtype = 'hook_additional_context'
-        and json_type(json->'$.attachment.content') = 'ARRAY'
+    from attachments
+    where native_subtype = 'hook_additional_context' and json_type(json->'$.attachment.content') = 'ARRAY'
 ),
 
 attachment_blocks as (
@@ -63,8 +69,8 @@ attachment_blocks as (
         json->'$.attachment' as block,
         0 as block_index,
         true as is_attachment_data,
-    from live
-    where native_type = 'attachment' and json_type(json->'$.attachment') = 'OBJECT'
+    from attachments
+    where json_type(json->'$.attachment') = 'OBJECT'
 ),
 
 blocks as (
@@ -77,11 +83,36 @@ blocks as (
     select * from attachment_blocks
 ),
 
-distinct_blocks as (
-    select * from blocks
+-- which blocks are distinct, and their part_index, decided on narrow keys: windows over the
+-- blocks themselves would carry every block's text through their sorts.
+-- (ord, is_attachment_data, block_index) names one block of one observation.
+block_keys as (
+    select record_id, ord, is_attachment_data, block_index, hash(block::varchar) as block_hash,
+    from blocks
+),
+
+first_seen as (
+    select record_id, ord, is_attachment_data, block_index,
+    from block_keys
     qualify row_number() over (
-        partition by record_id, is_attachment_data, hash(block::varchar) order by ord, block_index
+        partition by record_id, is_attachment_data, block_hash order by ord, block_index
     ) = 1
+),
+
+numbered as (
+    select
+        ord,
+        is_attachment_data,
+        block_index,
+        -- an attachment's data part comes after the blocks of its text
+        row_number() over (partition by record_id order by is_attachment_data, ord, block_index) - 1 as part_index,
+    from first_seen
+),
+
+distinct_blocks as (
+    select b.*, n.part_index,
+    from blocks as b
+    join numbered as n using (ord, is_attachment_data, block_index)
 ),
 
 decoded as (
@@ -97,8 +128,8 @@ decoded as (
 
 rendered as (
     select record_id, any_value(json->'$.rendered') as display_content
-    from live
-    where native_type = 'attachment' and (json->'$.rendered') is not null
+    from attachments
+    where (json->'$.rendered') is not null
     group by record_id
 ),
 
@@ -110,9 +141,7 @@ shaped as (
     select
         d.record_id,
         d.session_key,
-        -- an attachment's data part comes after the blocks of its text
-        row_number() over (partition by d.record_id order by d.is_attachment_data, d.ord, d.block_index) - 1
-            as part_index,
+        d.part_index,
         case when d.is_attachment_data then 'data' else coalesce(b.type, 'unknown') end as part_type,
         case when d.is_attachment_data then 'com.anthropic.claude-code/attachment/' || b.type end as schema,
         case
