@@ -6,16 +6,40 @@
 -- attachments (taskType: local_agent) and task notifications; local_bash task status revises the
 -- terminal. waiting_for_task progress, BashOutput, KillShell and TaskOutput results are status
 -- evidence too. The latest evidence in file order sets the status.
-with records as (
-    select * from records_full
+-- Rows first, then JSON: plain substring tests (supersets of the JSON conditions below) pick the
+-- few calls and records that can be evidence, and only those are parsed.
+with waiting_progress as (
+    select session_key, record_id, parent_tool_use_id, native,
+    from records_full
+    where native_type = 'progress' and native_subtype = 'waiting_for_task'
 ),
 
-tool_calls as (
-    select * from batch_tool_calls
+-- tool results whose text may say that a shell command went to the background
+background_results as (
+    select record_id, call_id,
+    from batch_parts
+    where part_type = 'tool_result' and contains(text, 'background')
 ),
 
-parts as (
-    select * from batch_parts
+-- calls that can be evidence: the task tools by name; any call whose result names a
+-- backgroundTaskId or an async launch (status async_launched, isAsync); a Bash or PowerShell
+-- call whose result text mentions the background, or that asked for the background and has no
+-- result yet; a call that waiting_for_task progress points at
+candidate_calls as (
+    select *
+    from batch_tool_calls as c
+    where tool_name in ('Monitor', 'Agent', 'Task', 'TaskStop', 'KillShell', 'KillBash', 'BashOutput', 'TaskOutput')
+        or contains(result_native, 'backgroundTaskId')
+        or contains(result_native, 'async_launched')
+        or contains(result_native, 'isAsync')
+        or (
+            tool_name in ('Bash', 'PowerShell')
+            and (
+                (result_record_id, call_id) in (select (record_id, call_id) from background_results)
+                or (result_record_id is null and contains(input, 'run_in_background'))
+            )
+        )
+        or (session_key, call_id) in (select (session_key, parent_tool_use_id) from waiting_progress)
 ),
 
 calls as (
@@ -30,8 +54,8 @@ calls as (
         ) as is_async_launch,
         try_cast(c.input ->> '$.run_in_background' as boolean) as run_in_background,
         coalesce(json_type(c.result_native) = 'VARCHAR', false) or coalesce(c.is_error, false) as is_failed_result,
-    from tool_calls as c
-    left join parts as r
+    from candidate_calls as c
+    left join batch_parts as r
         on r.record_id = c.result_record_id and r.call_id = c.call_id and r.part_type = 'tool_result'
     qualify row_number() over (partition by c.session_key, c.call_id order by r.part_index) = 1
 ),
@@ -113,7 +137,7 @@ status_attachments as (
         native ->> '$.attachment.outputFilePath' as output_file,
         native ->> '$.attachment.deltaSummary' as summary,
         native -> '$.attachment' as latest_native,
-    from records
+    from records_full
     where native_type = 'attachment' and native_subtype = 'task_status'
 ),
 
@@ -131,7 +155,7 @@ carrier_json as (
         end as body,
         native ->> '$.origin.kind' = 'task-notification'
             or native ->> '$.attachment.commandMode' = 'task-notification' as is_marked,
-    from records
+    from records_full
     where (
             (native_type = 'queue-operation')
             or (native_type = 'attachment')
@@ -268,9 +292,8 @@ waits as (
         cast(null as varchar) as output_file,
         cast(null as varchar) as summary,
         p.native -> '$.data' as latest_native,
-    from records as p
+    from waiting_progress as p
     join calls as c on c.session_key = p.session_key and c.call_id = p.parent_tool_use_id
-    where p.native_type = 'progress' and p.native_subtype = 'waiting_for_task'
 ),
 
 evidence as (
@@ -299,7 +322,7 @@ ordered as (
         r.seq * 100000 + e.sub as ord,
         r.timestamp as record_at,
     from evidence as e
-    left join records as r using (record_id)
+    left join records_full as r using (record_id)
     where e.task_id is not null or e.is_launch
 ),
 

@@ -64,13 +64,22 @@ from_attachments as (
     from attachments
 ),
 
+-- one parse per line for the three fields (the progress lines are most of the hook records)
+progress_fields as (
+    select
+        *,
+        json_extract_string(native, ['$.data.hookEvent', '$.data.hookName', '$.data.command']) as fields,
+    from hook_records
+    where native_type = 'progress'
+),
+
 from_progress as (
     select
         record_id,
         0::bigint as hook_index,
-        native->>'$.data.hookEvent' as native_event,
-        native->>'$.data.hookName' as hook_name,
-        native->>'$.data.command' as command,
+        fields[1] as native_event,
+        fields[2] as hook_name,
+        fields[3] as command,
         'started' as status,
         cast(null as varchar) as stdout,
         cast(null as varchar) as stderr,
@@ -88,11 +97,11 @@ from_progress as (
         cast(null as boolean) as has_output,
         cast(null as json) as response,
         'progress' as native_form,
-    from hook_records
-    where native_type = 'progress'
+    from progress_fields
 ),
 
-summaries as (
+-- materialized: the rows are selected before the hookInfos JSON is read
+summaries as materialized (
     select
         record_id,
         tool_use_id,

@@ -8,8 +8,10 @@ with tool_calls as (
     select * from batch_tool_calls
 ),
 
+-- only the blocks of AskUserQuestion calls are read
 parts as (
     select * from batch_parts
+    where call_id in (select call_id from tool_calls where tool_name = 'AskUserQuestion')
 ),
 
 calls as (

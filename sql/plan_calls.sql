@@ -1,8 +1,10 @@
 -- plan_calls: one row per call of a plan tool (ExitPlanMode, TodoWrite, TaskCreate, TaskUpdate,
 -- TaskList, TaskGet), with its records, its tool_use block and the owner of its stream.
 -- Shared by plans.sql and plan_items.sql.
+-- The plan tool calls first, so only their blocks, records and owners are joined.
 with tool_calls_ as (
     select * from batch_tool_calls
+    where tool_name in ('ExitPlanMode', 'TodoWrite', 'TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')
 ),
 
 records as (
@@ -12,6 +14,7 @@ records as (
 tool_uses as (
     select * from batch_parts
     where part_type = 'tool_use'
+        and (record_id, call_id) in (select (call_record_id, call_id) from tool_calls_)
     qualify row_number() over (partition by record_id, call_id order by part_index) = 1
 ),
 
@@ -41,7 +44,6 @@ final as (
     join records as r on r.record_id = c.call_record_id
     join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
     join owners as o on o.record_id = c.call_record_id
-    where c.tool_name in ('ExitPlanMode', 'TodoWrite', 'TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')
 )
 
 select * from final

@@ -2,12 +2,13 @@
 -- Registry entry, Plans: TodoWrite → planType: items; Task tools → planType: items with entryId,
 -- owner and blockedBy. The plan rows are derived as in sql/plans.sql (same sources, same todo
 -- snapshot rule); TaskCreate and TaskUpdate touch one entry and state only the fields they set.
-with records as (
-    select * from records_full
+with owners as (
+    select * from record_owners
 ),
 
-owners as (
-    select * from record_owners
+-- the plan calls, bound and computed once for the CTEs below that read them
+calls as materialized (
+    select * from plan_calls
 ),
 
 todo_writes as (
@@ -17,8 +18,16 @@ todo_writes as (
             when json_type(input, '$.todos') = 'ARRAY' then input -> '$.todos'
             when json_type(result_native, '$.newTodos') = 'ARRAY' then result_native -> '$.newTodos'
         end as todos,
-    from plan_calls
+    from calls
     where tool_name = 'TodoWrite'
+),
+
+-- user lines that may carry a todos snapshot. Materialized, so its conditions run in the written
+-- order before any join: the substring test on user lines only, the JSON on the lines it selects.
+user_lines_with_todos as materialized (
+    select *
+    from records_full
+    where native_type = 'user' and contains(native, '"todos"') and json_type(native, '$.todos') = 'ARRAY'
 ),
 
 todo_snapshots as (
@@ -29,9 +38,8 @@ todo_snapshots as (
         r.native -> '$.todos' as todos,
         o.native_session_id,
         o.todo_agent,
-    from records as r
+    from user_lines_with_todos as r
     join owners as o using (record_id)
-    where r.native_type = 'user' and json_type(r.native, '$.todos') = 'ARRAY'
 ),
 
 todo_states as (
@@ -43,18 +51,19 @@ todo_states as (
     from todo_snapshots
 ),
 
-todo_changes as (
+todo_state_texts as (
     select
         *,
         json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
             "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar as state,
-        coalesce(
-            lag(json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
-                "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar)
-                over (partition by session_key order by seq, part_index),
-            '[]'
-        ) as previous_state,
     from todo_states
+),
+
+todo_changes as (
+    select
+        *,
+        coalesce(lag(state) over (partition by session_key order by seq, part_index), '[]') as previous_state,
+    from todo_state_texts
 ),
 
 -- Item lists: (plan row, JSON array of items).
@@ -78,14 +87,14 @@ item_lists as (
         record_id, session_key, call_id, seq, part_index,
         'tasks:' || native_session_id as plan_id,
         result_native -> '$.tasks' as items,
-    from plan_calls
+    from calls
     where tool_name = 'TaskList' and json_type(result_native, '$.tasks') = 'ARRAY'
     union all
     select
         r.record_id, r.session_key, null as call_id, r.seq, -1 as part_index,
         'tasks:' || o.native_session_id as plan_id,
         r.native -> '$.attachment.content' as items,
-    from records as r
+    from records_full as r
     join owners as o using (record_id)
     where r.native_type = 'attachment'
         and r.native_subtype = 'task_reminder'
@@ -114,7 +123,7 @@ single_items as (
             when tool_name = 'TaskUpdate' then coalesce(input ->> '$.taskId', result_native ->> '$.taskId')
         end as entry_id_override,
         case when tool_name = 'TaskUpdate' then result_native ->> '$.statusChange.from' end as previous_status,
-    from plan_calls
+    from calls
     where tool_name in ('TaskCreate', 'TaskUpdate')
         or (tool_name = 'TaskGet' and json_type(result_native, '$.task') = 'OBJECT')
 ),

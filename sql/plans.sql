@@ -4,12 +4,13 @@
 -- plan file name, source the plan file. TodoWrite → planType: items. Task tools → planType: items
 -- with entryId, owner and blockedBy. The items themselves are built by sql/plan_items.sql from the
 -- same calls (sql/plan_calls.sql) and stream owners (sql/record_owners.sql).
-with records as (
-    select * from records_full
+with owners as (
+    select * from record_owners
 ),
 
-owners as (
-    select * from record_owners
+-- the plan calls, bound and computed once for the CTEs below that read them
+calls as materialized (
+    select * from plan_calls
 ),
 
 documents as (
@@ -18,7 +19,7 @@ documents as (
         coalesce(
             result_native ->> '$.filePath', input ->> '$.planFilePath', input ->> '$.filePath'
         ) as plan_file,
-    from plan_calls
+    from calls
     where tool_name = 'ExitPlanMode'
 ),
 
@@ -57,8 +58,16 @@ todo_writes as (
             when json_type(input, '$.todos') = 'ARRAY' then input -> '$.todos'
             when json_type(result_native, '$.newTodos') = 'ARRAY' then result_native -> '$.newTodos'
         end as todos,
-    from plan_calls
+    from calls
     where tool_name = 'TodoWrite'
+),
+
+-- user lines that may carry a todos snapshot. Materialized, so its conditions run in the written
+-- order before any join: the substring test on user lines only, the JSON on the lines it selects.
+user_lines_with_todos as materialized (
+    select *
+    from records_full
+    where native_type = 'user' and contains(native, '"todos"') and json_type(native, '$.todos') = 'ARRAY'
 ),
 
 todo_snapshots as (
@@ -71,9 +80,8 @@ todo_snapshots as (
         r.native -> '$.todos' as todos,
         o.native_session_id,
         o.todo_agent,
-    from records as r
+    from user_lines_with_todos as r
     join owners as o using (record_id)
-    where r.native_type = 'user' and json_type(r.native, '$.todos') = 'ARRAY'
 ),
 
 -- Every todo state of a stream in file order; a snapshot repeating the previous state is no change.
@@ -90,18 +98,19 @@ todo_states as (
     from todo_snapshots
 ),
 
-todo_changes as (
+todo_state_texts as (
     select
         *,
         json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
             "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar as state,
-        coalesce(
-            lag(json_transform(todos, '[{"id": "VARCHAR", "content": "VARCHAR", "status": "VARCHAR",
-                "activeForm": "VARCHAR", "priority": "VARCHAR"}]')::varchar)
-                over (partition by session_key order by seq, part_index),
-            '[]'
-        ) as previous_state,
     from todo_states
+),
+
+todo_changes as (
+    select
+        *,
+        coalesce(lag(state) over (partition by session_key order by seq, part_index), '[]') as previous_state,
+    from todo_state_texts
 ),
 
 todo_plans as (
@@ -183,7 +192,7 @@ task_plans as (
         timestamp,
         result_native,
         block as native,
-    from plan_calls
+    from calls
     where tool_name in ('TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')
 ),
 
@@ -208,7 +217,7 @@ reminder_plans as (
         r.timestamp,
         null as result_native,
         r.native -> '$.attachment' as native,
-    from records as r
+    from records_full as r
     join owners as o using (record_id)
     where r.native_type = 'attachment' and r.native_subtype = 'task_reminder'
 ),
