@@ -5,42 +5,57 @@
 -- and each change between consecutive records, is a state. worktree-state lines are re-written
 -- (registry "Repeated metadata"), so only a changed value is a state. A subagent sidecar's
 -- worktreePath says the whole stream ran in a linked worktree.
-with records as (
-    select record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch, native
-    from records_full
-),
-
-sidecars as (
+with sidecars as (
     select session_key, sidecar
     from batch_files
     where json_extract_string(sidecar, '$.worktreePath') is not null
     qualify row_number() over (partition by session_key order by file_rank, file_idx) = 1
 ),
 
-record_cwds as (
+-- most streams keep one cwd throughout: their only cwd state is the first record with a cwd,
+-- and only the records of streams with several cwds are compared with their predecessor
+cwd_streams as (
     select
-        *,
-        lag(cwd) over (partition by session_key order by seq) as previous_cwd,
-    from records
+        session_key,
+        min(cwd) <> max(cwd) as has_changes,
+        arg_min(record_id, seq) as first_record_id,
+        arg_min(cwd, seq) as first_cwd,
+    from records_full
     where cwd is not null
+    group by session_key
+),
+
+record_cwds as (
+    select first_record_id as record_id, first_cwd as cwd, null::varchar as previous_cwd,
+    from cwd_streams
+    where not has_changes
+    union all
+    select
+        record_id,
+        cwd,
+        lag(cwd) over (partition by session_key order by seq) as previous_cwd,
+    from records_full
+    where cwd is not null
+        and session_key in (select session_key from cwd_streams where has_changes)
 ),
 
 cwd_states as (
     select
-        record_id,
-        session_key,
-        seq,
+        r.record_id,
+        r.session_key,
+        r.seq,
         'record.cwd' as source,
-        cwd,
-        previous_cwd,
+        c.cwd,
+        c.previous_cwd,
         null::varchar[] as roots,
         null::boolean as is_worktree_linked,
         null::varchar as worktree_path,
-        git_branch,
-        timestamp as recorded_at,
-        native::json as native,
-    from record_cwds
-    where previous_cwd is null or cwd <> previous_cwd
+        r.git_branch,
+        r.timestamp as recorded_at,
+        r.native::json as native,
+    from record_cwds as c
+    join records_full as r using (record_id)
+    where c.previous_cwd is null or c.cwd <> c.previous_cwd
 ),
 
 environments as (
@@ -51,7 +66,7 @@ environments as (
         r.timestamp,
         r.native -> '$.attachment' as attachment,
         e.part,
-    from records as r
+    from records_full as r
     cross join (values ('snapshot'), ('changes')) as e(part)
     where r.native_type = 'attachment' and r.native_subtype = 'environment'
         and json_type(r.native -> '$.attachment', '$.' || e.part) = 'OBJECT'
@@ -86,7 +101,7 @@ worktree_lines as (
         (native -> '$.worktreeSession')::varchar as value,
         lag((native -> '$.worktreeSession')::varchar) over (partition by session_key order by seq) as previous_value,
         row_number() over (partition by session_key order by seq) as line_index,
-    from records
+    from records_full
     where native_type = 'worktree-state'
 ),
 
@@ -122,7 +137,7 @@ relocated_states as (
         null::varchar as git_branch,
         timestamp as recorded_at,
         native::json as native,
-    from records
+    from records_full
     where native_type = 'relocated'
 ),
 
