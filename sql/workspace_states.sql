@@ -5,7 +5,16 @@
 -- and each change between consecutive records, is a state. worktree-state lines are re-written
 -- (registry "Repeated metadata"), so only a changed value is a state. A subagent sidecar's
 -- worktreePath says the whole stream ran in a linked worktree.
-with sidecars as (
+-- the record columns read below; the JSON text is kept for the environment, worktree-state
+-- and relocated lines only (a cwd state reads its record's line by record_id)
+with records as (
+    select
+        record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch,
+        case when native_type in ('attachment', 'worktree-state', 'relocated') then native end as native,
+    from records_full
+),
+
+sidecars as (
     select session_key, sidecar
     from batch_files
     where json_extract_string(sidecar, '$.worktreePath') is not null
@@ -20,7 +29,7 @@ cwd_streams as (
         min(cwd) <> max(cwd) as has_changes,
         arg_min(record_id, seq) as first_record_id,
         arg_min(cwd, seq) as first_cwd,
-    from records_full
+    from records
     where cwd is not null
     group by session_key
 ),
@@ -34,7 +43,7 @@ record_cwds as (
         record_id,
         cwd,
         lag(cwd) over (partition by session_key order by seq) as previous_cwd,
-    from records_full
+    from records
     where cwd is not null
         and session_key in (select session_key from cwd_streams where has_changes)
 ),
@@ -66,7 +75,7 @@ environments as (
         r.timestamp,
         r.native -> '$.attachment' as attachment,
         e.part,
-    from records_full as r
+    from records as r
     cross join (values ('snapshot'), ('changes')) as e(part)
     where r.native_type = 'attachment' and r.native_subtype = 'environment'
         and json_type(r.native -> '$.attachment', '$.' || e.part) = 'OBJECT'
@@ -101,7 +110,7 @@ worktree_lines as (
         (native -> '$.worktreeSession')::varchar as value,
         lag((native -> '$.worktreeSession')::varchar) over (partition by session_key order by seq) as previous_value,
         row_number() over (partition by session_key order by seq) as line_index,
-    from records_full
+    from records
     where native_type = 'worktree-state'
 ),
 
@@ -137,7 +146,7 @@ relocated_states as (
         null::varchar as git_branch,
         timestamp as recorded_at,
         native::json as native,
-    from records_full
+    from records
     where native_type = 'relocated'
 ),
 
