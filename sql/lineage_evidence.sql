@@ -93,10 +93,10 @@ prompt_calls as (
         json_extract_string(tool_input, '$.prompt') as prompt,
         json_extract_string(tool_input, '$.subagent_type') as role,
     from batch_parts
+    -- only the sidechains' parent streams are searched for the prompt (a call without one
+    -- matches no text below)
     where part_type = 'tool_use'
-        -- only the sidechains' parent streams are searched for the prompt
         and session_key in (select split_part(session_key, '/sidechain-', 1) from sidechain_prompts)
-        and json_extract_string(tool_input, '$.prompt') is not null
 ),
 
 from_prompt as (
