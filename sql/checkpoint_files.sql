@@ -100,10 +100,11 @@ rows_ as (
 
 -- the record of each uuid the checkpoints name, looked up for those uuids only
 uuids as (
-    select session_key, uuid, min(record_id) as record_id
-    from observation_keys
-    where uuid is not null and is_live
-        and uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
+    select c.session_key, c.uuid, min(i.record_id) as record_id
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where c.uuid is not null and i.is_live
+        and c.uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
     group by all
 ),
 

@@ -83,7 +83,12 @@ sidechain_prompts as (
     from recs as r
     join batch_parts as p using (record_id)
     where r.seq = 1 and p.part_index = 0
-        and r.session_key in (select session_key from observation_keys where stream_kind = 'sidechain')
+        and r.session_key in (
+            select c.session_key
+            from observation_index as i
+            join classified as c using (obs_idx)
+            where c.stream_kind = 'sidechain'
+        )
 ),
 
 prompt_calls as (

@@ -15,9 +15,10 @@ with records as (
 
 -- the stream's uuids that a summary names as its leaf
 stream_uuids as (
-    select distinct session_key, uuid
-    from observation_keys
-    where uuid in (select native->>'$.leafUuid' from records where native_type = 'summary')
+    select distinct c.session_key, c.uuid
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where c.uuid in (select native->>'$.leafUuid' from records where native_type = 'summary')
 ),
 
 facts as (

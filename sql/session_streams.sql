@@ -2,11 +2,14 @@
 -- Titles: the latest custom-title beats the latest ai-title beats the newest summary whose
 -- leafUuid is in the stream (summaries can name other sessions' leaves).
 
--- the narrow key columns of the batch's observations, joined from the index once and
--- shared by the file, sidechain, leaf and first-seen facts below
+-- the key columns of the batch's observations (observation_keys.sql, narrowed to the columns
+-- read here), joined once and shared by the file, sidechain, leaf and first-seen facts below
 with obs as materialized (
-    select file_idx, session_key, stream_kind, sidechain_root, uuid, cwd, git_branch, version, ord, is_live, record_id
-    from observation_keys
+    select
+        c.file_idx, c.session_key, c.stream_kind, c.sidechain_root, c.uuid, c.cwd, c.git_branch, c.version,
+        i.ord, i.is_live, i.record_id,
+    from observation_index as i
+    join classified as c using (obs_idx)
 ),
 
 -- the narrow record columns the facts below read; the JSON text is kept for the few
