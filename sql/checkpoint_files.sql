@@ -10,11 +10,19 @@ with records as (
     where native_type in ('file-history-snapshot', 'file-history-delta')
 ),
 
-uuids as (
-    select session_key, uuid, min(record_id) as record_id
-    from observation_keys
-    where uuid is not null and is_live
-    group by all
+-- each snapshot line is parsed once for all the fields read from it
+snapshot_fields as (
+    select
+        record_id,
+        session_key,
+        seq,
+        native_type,
+        json_extract(native, [
+            '$.snapshot', '$.snapshot.messageId', '$.messageId', '$.isSnapshotUpdate',
+            '$.snapshot.trackedFileBackups', '$.snapshot.timestamp'
+        ]) as fields,
+    from records
+    where native_type = 'file-history-snapshot'
 ),
 
 snapshots as (
@@ -23,14 +31,13 @@ snapshots as (
         session_key,
         seq,
         native_type,
-        native -> '$.snapshot' as snapshot,
-        coalesce(native -> '$.snapshot' ->> 'messageId', native ->> 'messageId') as message_id,
-        native ->> 'messageId' as trigger_message_id,
-        case when json_type(native, '$.isSnapshotUpdate') = 'BOOLEAN'
-            then (native -> '$.isSnapshotUpdate')::boolean end as is_snapshot_update,
-        json_transform(native -> '$.snapshot' -> '$.trackedFileBackups', '"MAP(VARCHAR, JSON)"') as backups,
-    from records
-    where native_type = 'file-history-snapshot'
+        fields[1] as snapshot,
+        coalesce(fields[2] ->> '$', fields[3] ->> '$') as message_id,
+        fields[3] ->> '$' as trigger_message_id,
+        case when json_type(fields[4]) = 'BOOLEAN' then fields[4]::boolean end as is_snapshot_update,
+        json_transform(fields[5], '"MAP(VARCHAR, JSON)"') as backups,
+        fields[6] ->> '$' as snapshot_time,
+    from snapshot_fields
 ),
 
 snapshot_files as (
@@ -43,6 +50,7 @@ snapshot_files as (
         trigger_message_id,
         is_snapshot_update,
         snapshot,
+        snapshot_time,
         unnest(case when cardinality(backups) > 0 then map_keys(backups) else [null] end) as path,
         unnest(case when cardinality(backups) > 0 then map_values(backups) else [null] end) as backup,
         unnest(case when cardinality(backups) > 0 then range(cardinality(backups)::bigint) else [null] end) as file_index,
@@ -61,7 +69,7 @@ snapshot_rows as (
         file_index,
         path,
         backup,
-        snapshot ->> 'timestamp' as snapshot_time,
+        snapshot_time,
         coalesce(backup, snapshot) as native,
     from snapshot_files
 ),
@@ -88,6 +96,16 @@ rows_ as (
     select * from snapshot_rows
     union all
     select * from delta_rows
+),
+
+-- the record of each uuid the checkpoints name, looked up for those uuids only
+uuids as (
+    select c.session_key, c.uuid, min(i.record_id) as record_id
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where c.uuid is not null and i.is_live
+        and c.uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
+    group by all
 ),
 
 final as (

@@ -5,13 +5,28 @@
 -- replaces {state: unknown}: one row per applied_edits entry, on the response holding it.
 -- microcompact_boundary (2.1.9-2.1.22) -> kind micro, replacing the compactedToolIds' results.
 -- The core folds a boundary and its summary line into one record of kind compaction
--- (sql/observation_keys.sql); both lines are read here from observation_keys.
-with records_ as (
-    select * from records_full
+-- (sql/observation_keys.sql); both lines are read here from the observations (the narrow index
+-- joined with the classified columns read).
+-- rows first, then JSON: the live lines read below are a boundary, a compact summary, or a
+-- response whose line names applied_edits (the client writes keys unescaped, so such a line
+-- contains the key verbatim); only those few are decoded
+with live as (
+    select
+        i.record_id, i.ord, c.native_type, c.native_subtype, c.uuid, c.logical_parent_uuid, c.timestamp,
+        c.is_compact_summary, c.content, c.content_type, c.json,
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where i.is_live and (
+        (native_type = 'system' and native_subtype in ('compact_boundary', 'microcompact_boundary'))
+        or is_compact_summary
+        or (native_type = 'assistant' and contains(json, '"applied_edits"'))
+    )
 ),
 
-live as (
-    select * from observation_keys where is_live
+records_ as (
+    select record_id, session_key, seq, position, timestamp, logical_parent_record_id, native, kind,
+    from records_full
+    where kind = 'compaction' or record_id in (select record_id from live)
 ),
 
 compaction_records as (

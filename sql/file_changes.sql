@@ -6,36 +6,37 @@
 -- native value and omit the normalized boolean; userModified -> modifiedByUser.
 -- Every Edit, Write, MultiEdit and NotebookEdit call with a result that is not an error is a file
 -- change by the model (tool kind edit), also when its result line keeps no toolUseResult.
-with records as (
-    select record_id, session_key, seq, timestamp, native_type, native_subtype, tool_use_result, native
-    from records_full
-),
-
-calls as (
-    select session_key, call_id, tool_name, requested_by, status, result_record_id, input, result_native
+-- rows first, then JSON: only completed edit calls are decoded, and their result (which
+-- carries the whole file text) is parsed once for the fields read below
+with completed_edits as (
+    select
+        session_key, call_id, tool_name, requested_by, result_record_id, input, result_native,
+        -- toolUseResult is re-serialized JSON: an object starts with '{'; a string is an error or denial text
+        result_native is null or starts_with(result_native, '{') as has_result_object,
     from batch_tool_calls
+    where tool_name in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit')
+        and status = 'completed'
 ),
 
-result_parts as (
-    select record_id, call_id
-    from batch_parts
-    where part_type = 'tool_result' and call_id is not null
-    qualify row_number() over (partition by record_id order by part_index) = 1
+edit_results as (
+    select
+        *,
+        json_extract(result_native, ['$.error', '$.filePath', '$.type', '$.userModified']) as result_fields,
+    from completed_edits
+    where has_result_object
 ),
 
 edit_calls as (
     select
-        c.*,
+        c.* exclude (result_fields),
+        json_extract_string(result_fields[2], '$') as result_path,
+        json_extract_string(result_fields[3], '$') as result_type,
+        result_fields[4] as user_modified,
         r.seq,
         r.timestamp,
-        json_type(c.result_native) = 'OBJECT' as has_result_object,
-    from calls as c
-    join records as r on r.record_id = c.result_record_id
-    where c.tool_name in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit')
-        and c.status = 'completed'
-        -- a string toolUseResult is an error or denial text
-        and (c.result_native is null or json_type(c.result_native) = 'OBJECT')
-        and coalesce(c.result_native ->> 'error', '') = ''
+    from edit_results as c
+    join records_full as r on r.record_id = c.result_record_id
+    where coalesce(json_extract_string(c.result_fields[1], '$'), '') = ''
 ),
 
 tool_facts as (
@@ -48,7 +49,7 @@ tool_facts as (
         'tool_result' as source,
         tool_name,
         coalesce(
-            result_native ->> 'filePath',
+            result_path,
             input ->> 'file_path',
             input ->> 'notebook_path'
         ) as path,
@@ -56,7 +57,7 @@ tool_facts as (
             when 'Edit' then 'edit'
             when 'MultiEdit' then 'edit'
             when 'NotebookEdit' then 'notebook_edit'
-            when 'Write' then case result_native ->> 'type'
+            when 'Write' then case result_type
                 when 'create' then 'create'
                 when 'update' then 'update'
                 else 'write'
@@ -64,12 +65,28 @@ tool_facts as (
         end as change_kind,
         coalesce(requested_by, 'model') as cause_actor,
         null::boolean as is_observed,
-        case when json_type(result_native, '$.userModified') = 'BOOLEAN'
-            then (result_native -> '$.userModified')::boolean end as is_modified_by_user,
+        case when json_type(user_modified) = 'BOOLEAN' then user_modified::boolean end as is_modified_by_user,
         null::json as more_files_native,
         timestamp as changed_at,
         result_native as native,
     from edit_calls
+),
+
+-- toolUseResult is re-serialized JSON, so a result with a bashEditDiff key contains the key's
+-- name verbatim: only those few records are decoded
+bash_records as (
+    select record_id, session_key, seq, timestamp, tool_use_result -> '$.bashEditDiff' as diff,
+    from records_full
+    where contains(tool_use_result, '"bashEditDiff"')
+        and json_type(tool_use_result, '$.bashEditDiff') = 'OBJECT'
+),
+
+result_parts as (
+    select record_id, call_id
+    from batch_parts
+    where part_type = 'tool_result' and call_id is not null
+        and record_id in (select record_id from bash_records)
+    qualify row_number() over (partition by record_id order by part_index) = 1
 ),
 
 bash_diffs as (
@@ -81,11 +98,10 @@ bash_diffs as (
         p.call_id,
         c.tool_name,
         c.requested_by,
-        r.tool_use_result -> '$.bashEditDiff' as diff,
-    from records as r
+        r.diff,
+    from bash_records as r
     left join result_parts as p using (record_id)
-    left join calls as c on c.session_key = r.session_key and c.call_id = p.call_id
-    where json_type(r.tool_use_result, '$.bashEditDiff') = 'OBJECT'
+    left join batch_tool_calls as c on c.session_key = r.session_key and c.call_id = p.call_id
 ),
 
 changed_files as (
@@ -209,7 +225,7 @@ external_facts as (
         null::json as more_files_native,
         timestamp as changed_at,
         (native -> '$.attachment')::json as native,
-    from records
+    from records_full
     where native_type = 'attachment' and native_subtype = 'edited_text_file'
 ),
 

@@ -12,6 +12,26 @@ streams as (
     select distinct session_key, session_id, parent_session_id from files
 ),
 
+-- the records read below, with their JSON text kept only where it is read: tool results whose
+-- toolUseResult names agentId, agent_progress lines, first records, copied records and
+-- fork-context-ref lines
+recs as (
+    select
+        record_id, session_key, seq, progress_agent_id, parent_tool_use_id, copied_from_session_id,
+        kind = 'tool_result' and contains(tool_use_result, 'agentId') as names_agent,
+        case when kind = 'tool_result' and contains(tool_use_result, 'agentId') then tool_use_result end
+            as tool_use_result,
+        native_subtype = 'agent_progress' and progress_agent_id is not null and parent_tool_use_id is not null
+            as is_agent_progress,
+        case when native_type = 'fork-context-ref' then native end as fork_ref,
+    from records_full
+    where (kind = 'tool_result' and contains(tool_use_result, 'agentId'))
+        or (native_subtype = 'agent_progress' and progress_agent_id is not null and parent_tool_use_id is not null)
+        or seq = 1
+        or copied_from_session_id is not null
+        or native_type = 'fork-context-ref'
+),
+
 from_sidecar as (
     select distinct
         session_key as child_session_key,
@@ -26,10 +46,10 @@ from_sidecar as (
 
 results as (
     select r.*, p.call_id
-    from records_full as r
+    from recs as r
     join batch_parts as p using (record_id)
-    where r.kind = 'tool_result' and p.part_type = 'tool_result'
-        and contains(r.tool_use_result, 'agentId') and json_extract_string(r.tool_use_result, '$.agentId') is not null
+    where r.names_agent and p.part_type = 'tool_result'
+        and json_extract_string(r.tool_use_result, '$.agentId') is not null
 ),
 
 from_results as (
@@ -53,18 +73,22 @@ from_progress as (
         r.parent_tool_use_id as call_id,
         cast(null as varchar) as role,
         'progress.agentId' as source,
-    from records_full as r
+    from recs as r
     join streams as s using (session_key)
-    where r.native_subtype = 'agent_progress' and r.progress_agent_id is not null
-        and r.parent_tool_use_id is not null
+    where r.is_agent_progress
 ),
 
 sidechain_prompts as (
     select r.session_key, p.text
-    from records_full as r
+    from recs as r
     join batch_parts as p using (record_id)
     where r.seq = 1 and p.part_index = 0
-        and r.session_key in (select session_key from observation_keys where stream_kind = 'sidechain')
+        and r.session_key in (
+            select c.session_key
+            from observation_index as i
+            join classified as c using (obs_idx)
+            where c.stream_kind = 'sidechain'
+        )
 ),
 
 prompt_calls as (
@@ -74,7 +98,10 @@ prompt_calls as (
         json_extract_string(tool_input, '$.prompt') as prompt,
         json_extract_string(tool_input, '$.subagent_type') as role,
     from batch_parts
-    where part_type = 'tool_use' and json_extract_string(tool_input, '$.prompt') is not null
+    -- only the sidechains' parent streams are searched for the prompt (a call without one
+    -- matches no text below)
+    where part_type = 'tool_use'
+        and session_key in (select split_part(session_key, '/sidechain-', 1) from sidechain_prompts)
 ),
 
 from_prompt as (
@@ -99,7 +126,7 @@ from_fork as (
         cast(null as varchar) as call_id,
         cast(null as varchar) as role,
         'records.forkedFrom' as source,
-    from records_full
+    from recs
     where copied_from_session_id is not null
 ),
 
@@ -107,12 +134,12 @@ from_fork_ref as (
     select distinct
         session_key as child_session_key,
         'inherits' as relation,
-        native->>'$.parentSessionId' as parent_session_key,
+        fork_ref->>'$.parentSessionId' as parent_session_key,
         cast(null as varchar) as call_id,
         cast(null as varchar) as role,
         'fork-context-ref' as source,
-    from records_full
-    where native_type = 'fork-context-ref' and (native->>'$.parentSessionId') is not null
+    from recs
+    where (fork_ref->>'$.parentSessionId') is not null
 ),
 
 final as (

@@ -6,12 +6,18 @@
 -- cause.callId}, with status: applied when the write's result succeeded. Writes under
 -- ~/.claude/agent-memory/<agentType>/ → store: agent_memory, scope: agent.
 with records as (
-    select * from records_full
+    select record_id, position, timestamp, seq from records_full
 ),
 
+file_calls as (
+    select * from batch_tool_calls
+    where tool_name in ('Write', 'Edit', 'MultiEdit', 'NotebookEdit')
+),
+
+-- the tool_use block of each file call (the first, should a line repeat it)
 tool_uses as (
     select * from batch_parts
-    where part_type = 'tool_use'
+    where part_type = 'tool_use' and record_id in (select call_record_id from file_calls)
     qualify row_number() over (partition by record_id, call_id order by part_index) = 1
 ),
 
@@ -26,14 +32,16 @@ writes as (
         coalesce(
             c.input ->> '$.file_path', c.input ->> '$.notebook_path', c.result_native ->> '$.filePath'
         ) as target_path,
-        case c.result_native ->> '$.memdirStamped'
-            when 'true' then true
-            when 'false' then false
+        -- the result is re-serialized JSON: only a result naming the flag is parsed for it
+        case when contains(c.result_native, '"memdirStamped"') then
+            case c.result_native ->> '$.memdirStamped'
+                when 'true' then true
+                when 'false' then false
+            end
         end as is_memdir_stamped,
         u.native as block,
-    from batch_tool_calls as c
+    from file_calls as c
     join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
-    where c.tool_name in ('Write', 'Edit', 'MultiEdit', 'NotebookEdit')
 ),
 
 classified_writes as (
@@ -78,7 +86,7 @@ saved as (
         session_key,
         native,
         unnest(json_extract_string(native, '$.writtenPaths[*]')) as target_path,
-    from records
+    from records_full
     where native_type = 'system'
         and native_subtype = 'memory_saved'
         and json_type(native, '$.writtenPaths') = 'ARRAY'

@@ -6,8 +6,15 @@
 -- requestDigest goes in requestDigest only when it is a SHA-256 of the request bytes.
 -- No real api-request line is in the corpus: fields read are id, requestRef, base, keep, tail
 -- (blob hashes, or {hash} objects), params, querySource, shapeHash and requestDigest.
+-- the request lines, their blobs and the responses they may name; the JSON text is kept
+-- for the request and blob lines only
 with records as (
-    select * from records_full
+    select
+        record_id, session_key, seq, position, timestamp, native_type, native_session_id, request_id, message_id,
+        inference_id,
+        case when native_type in ('api-request', 'api-request-blob') then native end as native,
+    from records_full
+    where native_type in ('api-request', 'api-request-blob', 'assistant')
 ),
 
 requests as (
@@ -42,7 +49,8 @@ blobs as (
     where native_type = 'api-request-blob' and native ->> '$.hash' is not null
 ),
 
--- The response a reference names: an assistant response whose requestId or message.id equals it.
+-- The response a reference names: an assistant response whose requestId or message.id equals it
+-- (searched in the streams that hold requests only).
 responses as (
     select distinct
         session_key,
@@ -50,6 +58,7 @@ responses as (
         message_id as inference_id,
     from records
     where native_type = 'assistant' and inference_id is not null and request_id is not null
+        and session_key in (select session_key from requests)
     union
     select distinct
         session_key,
@@ -57,6 +66,7 @@ responses as (
         message_id as inference_id,
     from records
     where native_type = 'assistant' and inference_id is not null
+        and session_key in (select session_key from requests)
 ),
 
 resolved as (

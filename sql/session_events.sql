@@ -2,12 +2,23 @@
 -- Claude Code re-writes titles, last-prompt, mode and permission-mode lines at every turn or
 -- exit; a repeated identical value is not a change (registry entry, Repeated metadata).
 -- permission-mode lines and the permissionMode of prompts form one sequence.
+-- rows first: the metadata lines and the prompts carrying a permissionMode
 with records as (
-    select * from records_full
+    select record_id, session_key, seq, native_type, native, permission_mode
+    from records_full
+    where native_type in (
+            'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link', 'continued-in',
+            'worktree-state', 'permission-mode', 'mode', 'summary'
+        )
+        or (native_type = 'user' and permission_mode is not null)
 ),
 
+-- the stream's uuids that a summary names as its leaf
 stream_uuids as (
-    select distinct session_key, uuid from observation_keys where uuid is not null
+    select distinct c.session_key, c.uuid
+    from observation_index as i
+    join classified as c using (obs_idx)
+    where c.uuid in (select native->>'$.leafUuid' from records where native_type = 'summary')
 ),
 
 facts as (

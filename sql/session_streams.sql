@@ -1,15 +1,32 @@
 -- session_streams: one row per stream of the batch, before cross-batch lineage.
 -- Titles: the latest custom-title beats the latest ai-title beats the newest summary whose
 -- leafUuid is in the stream (summaries can name other sessions' leaves).
-with files as (
+
+-- the key columns of the batch's observations (observation_keys.sql, narrowed to the columns
+-- read here), joined once and shared by the file, sidechain, leaf and first-seen facts below
+with obs as materialized (
+    select
+        c.file_idx, c.session_key, c.stream_kind, c.sidechain_root, c.uuid, c.cwd, c.git_branch, c.version,
+        i.ord, i.is_live, i.record_id,
+    from observation_index as i
+    join classified as c using (obs_idx)
+),
+
+-- the narrow record columns the facts below read; the JSON text is kept for the few
+-- metadata lines only
+recs as materialized (
+    select
+        session_key, seq, timestamp, entrypoint, copied_from_session_id, leaf_uuid, summary, custom_title, ai_title,
+        native_type,
+        case when native_type in ('last-prompt', 'fork-context-ref', 'continued-in') then native end as native,
+    from records_full
+),
+
+files as (
     -- an empty or foreign file holds no stream
     select * from batch_files
     where not is_foreign
-        and (file_idx in (select file_idx from batch_lines) or file_idx in (select file_idx from observation_keys))
-),
-
-recs as (
-    select * from records_full
+        and (file_idx in (select file_idx from batch_lines) or file_idx in (select file_idx from obs))
 ),
 
 file_streams as (
@@ -41,7 +58,7 @@ sidechain_streams as (
         cast(null as varchar) as sidecar,
         any_value(f.record_source) as record_source,
         list(distinct f.source_file) as source_files,
-    from observation_keys as k
+    from obs as k
     join files as f using (file_idx)
     where k.stream_kind = 'sidechain'
     group by k.session_key
@@ -53,28 +70,50 @@ stream_files as (
     select * from sidechain_streams
 ),
 
-leaves as (
-    select distinct session_key, uuid from observation_keys where uuid is not null
+-- rows first: only the few records carrying a title or summary are matched against the
+-- stream's uuids
+title_lines as (
+    select
+        session_key,
+        seq,
+        custom_title,
+        ai_title,
+        summary,
+        summary is not null
+            and exists (select 1 from obs where obs.session_key = r.session_key and obs.uuid = r.leaf_uuid) as is_own_summary,
+    from recs as r
+    where custom_title is not null or ai_title is not null or summary is not null
 ),
 
 titles as (
     select
-        r.session_key,
-        arg_max(r.custom_title, r.seq) filter (where r.custom_title is not null) as custom_title,
-        arg_max(r.ai_title, r.seq) filter (where r.ai_title is not null) as ai_title,
-        arg_max(r.summary, r.seq) filter (where r.summary is not null and lv.uuid is not null) as summary,
-    from recs as r
-    left join leaves as lv on lv.session_key = r.session_key and lv.uuid = r.leaf_uuid
-    group by r.session_key
+        session_key,
+        arg_max(custom_title, seq) filter (where custom_title is not null) as custom_title,
+        arg_max(ai_title, seq) filter (where ai_title is not null) as ai_title,
+        arg_max(summary, seq) filter (where is_own_summary) as summary,
+    from title_lines
+    group by session_key
 ),
 
+-- header facts: the client (entrypoint), the active leaf (the latest last-prompt leafUuid),
+-- fork and continuation references (registry entry, Lineage and tree).
+-- The time span, record count and client are one pass over the records.
 stats as (
     select
         session_key,
         min(timestamp) as started_at,
         max(timestamp) as ended_at,
         count(*) as record_count,
+        arg_min(entrypoint, seq) filter (where entrypoint is not null) as client_name,
     from recs
+    group by session_key
+),
+
+-- the session a copied transcript was forked from: only the copied records are counted
+forks as (
+    select session_key, mode(copied_from_session_id) as forked_from_session_id,
+    from recs
+    where copied_from_session_id is not null
     group by session_key
 ),
 
@@ -83,7 +122,7 @@ obs_stats as (
         session_key,
         arg_min(cwd, ord) filter (where cwd is not null) as cwd,
         arg_min(git_branch, ord) filter (where git_branch <> '') as git_branch,
-    from observation_keys
+    from obs
     group by session_key
 ),
 
@@ -91,7 +130,7 @@ first_seen as (
     select
         session_key,
         list(cwd order by first_ord) filter (where cwd is not null) as cwds,
-    from (select session_key, cwd, min(ord) as first_ord from observation_keys group by all)
+    from (select session_key, cwd, min(ord) as first_ord from obs group by all)
     group by session_key
 ),
 
@@ -99,18 +138,7 @@ versions as (
     select
         session_key,
         list(version order by first_ord) filter (where version is not null) as versions,
-    from (select session_key, version, min(ord) as first_ord from observation_keys group by all)
-    group by session_key
-),
-
--- header facts: the client (entrypoint), the active leaf (the latest last-prompt leafUuid),
--- fork and continuation references (registry entry, Lineage and tree)
-header_columns as (
-    select
-        session_key,
-        arg_min(entrypoint, seq) filter (where entrypoint is not null) as client_name,
-        mode(copied_from_session_id) filter (where copied_from_session_id is not null) as forked_from_session_id,
-    from recs
+    from (select session_key, version, min(ord) as first_ord from obs group by all)
     group by session_key
 ),
 
@@ -125,12 +153,6 @@ header_lines as (
     from recs
     where native_type in ('last-prompt', 'fork-context-ref', 'continued-in')
     group by session_key
-),
-
-header as (
-    select *
-    from header_columns
-    left join header_lines using (session_key)
 ),
 
 line_counts as (
@@ -166,10 +188,10 @@ final as (
         json_extract_string(sf.sidecar, '$.description') as description,
         sf.source_files,
         case when sf.record_source <> 'transcript' then sf.record_source end as rebuilt_from,
-        h.client_name,
+        s.client_name,
         h.active_leaf_uuid,
         leaf.record_id as active_leaf_record_id,
-        h.forked_from_session_id,
+        fk.forked_from_session_id,
         case when h.inherits_session_id is not null then 'referenced' end as inherits_mode,
         h.inherits_session_id,
         h.inherits_last_uuid,
@@ -184,8 +206,9 @@ final as (
     left join first_seen as fs using (session_key)
     left join versions as v using (session_key)
     left join line_counts as lc using (session_key)
-    left join header as h using (session_key)
-    left join (select session_key, uuid, record_id from observation_keys where is_live and uuid is not null) as leaf
+    left join forks as fk using (session_key)
+    left join header_lines as h using (session_key)
+    left join (select session_key, uuid, record_id from obs where is_live and uuid is not null) as leaf
         on leaf.session_key = sf.session_key and leaf.uuid = h.active_leaf_uuid
 )
 

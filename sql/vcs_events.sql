@@ -7,21 +7,21 @@
 -- (registry "Repeated metadata": a repeated identical value is not a change), so one row per
 -- distinct link of a stream, at its first record, counting every line that repeats it (a record
 -- may already fold several unchanged lines: records_full.observation_count).
-with records as (
-    select record_id, session_key, seq, timestamp, native_type, tool_use_result, native, observation_count
+-- toolUseResult is re-serialized JSON, so a result with a gitOperation key contains the key's
+-- name verbatim: only those few records are decoded
+with git_records as (
+    select record_id, session_key, seq, timestamp, tool_use_result -> '$.gitOperation' as git_operation,
     from records_full
+    where contains(tool_use_result, '"gitOperation"')
+        and json_type(tool_use_result, '$.gitOperation') = 'OBJECT'
 ),
 
 result_parts as (
     select record_id, call_id
     from batch_parts
     where part_type = 'tool_result' and call_id is not null
+        and record_id in (select record_id from git_records)
     qualify row_number() over (partition by record_id order by part_index) = 1
-),
-
-calls as (
-    select session_key, call_id, tool_name
-    from batch_tool_calls
 ),
 
 git_operations as (
@@ -32,11 +32,10 @@ git_operations as (
         r.timestamp,
         p.call_id,
         c.tool_name,
-        json_transform(r.tool_use_result -> '$.gitOperation', '"MAP(VARCHAR, JSON)"') as components,
-    from records as r
+        json_transform(r.git_operation, '"MAP(VARCHAR, JSON)"') as components,
+    from git_records as r
     left join result_parts as p using (record_id)
-    left join calls as c on c.session_key = r.session_key and c.call_id = p.call_id
-    where json_type(r.tool_use_result, '$.gitOperation') = 'OBJECT'
+    left join batch_tool_calls as c on c.session_key = r.session_key and c.call_id = p.call_id
 ),
 
 components as (
@@ -111,7 +110,7 @@ pr_links as (
         native ->> 'prRepository' as repository,
         try_cast(native ->> 'prNumber' as bigint) as pr_number,
         native ->> 'prUrl' as pr_url,
-    from records
+    from records_full
     where native_type = 'pr-link'
 ),
 

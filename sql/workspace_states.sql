@@ -5,8 +5,12 @@
 -- and each change between consecutive records, is a state. worktree-state lines are re-written
 -- (registry "Repeated metadata"), so only a changed value is a state. A subagent sidecar's
 -- worktreePath says the whole stream ran in a linked worktree.
+-- the record columns read below; the JSON text is kept for the environment, worktree-state
+-- and relocated lines only (a cwd state reads its record's line by record_id)
 with records as (
-    select record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch, native
+    select
+        record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch,
+        case when native_type in ('attachment', 'worktree-state', 'relocated') then native end as native,
     from records_full
 ),
 
@@ -17,30 +21,50 @@ sidecars as (
     qualify row_number() over (partition by session_key order by file_rank, file_idx) = 1
 ),
 
-record_cwds as (
+-- most streams keep one cwd throughout: their only cwd state is the first record with a cwd,
+-- and only the records of streams with several cwds are compared with their predecessor
+cwd_streams as (
     select
-        *,
+        session_key,
+        min(cwd) <> max(cwd) as has_changes,
+        arg_min(record_id, seq) as first_record_id,
+        arg_min(cwd, seq) as first_cwd,
+    from records
+    where cwd is not null
+    group by session_key
+),
+
+record_cwds as (
+    select first_record_id as record_id, first_cwd as cwd, null::varchar as previous_cwd,
+    from cwd_streams
+    where not has_changes
+    union all
+    select
+        record_id,
+        cwd,
         lag(cwd) over (partition by session_key order by seq) as previous_cwd,
     from records
     where cwd is not null
+        and session_key in (select session_key from cwd_streams where has_changes)
 ),
 
 cwd_states as (
     select
-        record_id,
-        session_key,
-        seq,
+        r.record_id,
+        r.session_key,
+        r.seq,
         'record.cwd' as source,
-        cwd,
-        previous_cwd,
+        c.cwd,
+        c.previous_cwd,
         null::varchar[] as roots,
         null::boolean as is_worktree_linked,
         null::varchar as worktree_path,
-        git_branch,
-        timestamp as recorded_at,
-        native::json as native,
-    from record_cwds
-    where previous_cwd is null or cwd <> previous_cwd
+        r.git_branch,
+        r.timestamp as recorded_at,
+        r.native::json as native,
+    from record_cwds as c
+    join records_full as r using (record_id)
+    where c.previous_cwd is null or c.cwd <> c.previous_cwd
 ),
 
 environments as (
