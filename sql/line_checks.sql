@@ -9,8 +9,8 @@ final as (
         file_idx,
         line,
         json_valid(text) as is_json,
-        -- json_type raises on malformed text, so it only runs on valid lines
-        coalesce(case when json_valid(text) then json_type(text) = 'OBJECT' end, false) as is_object,
+        -- valid JSON whose first character is `{` is an object (one parse per line)
+        json_valid(text) and starts_with(ltrim(text, ' ' || chr(9) || chr(13)), '{') as is_object,
     from lines
 )
 

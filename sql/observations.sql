@@ -49,6 +49,12 @@ decoded as (
     from objects as o
 ),
 
+-- one parse of message.content for its string value, first block type and first block text
+headed as (
+    select *, json_extract_string(e.message.content, ['$', '$[0].type', '$[0].text']) as content_heads,
+    from decoded
+),
+
 final as (
     select
         d.file_idx,
@@ -111,14 +117,12 @@ final as (
         e.message.model as model,
         e.message.stop_reason as stop_reason,
         e.message.content as content,
-        json_type(e.message.content) as content_type,
-        json_extract_string(e.message.content, '$[0].type') as first_block_type,
-        left(
-            case when json_type(e.message.content) = 'VARCHAR'
-                then json_extract_string(e.message.content, '$')
-                else json_extract_string(e.message.content, '$[0].text') end,
-            256
-        ) as text_head,
+        -- content is JSON as DuckDB writes it (no leading space): its first character is its type
+        case left(e.message.content, 1) when '[' then 'ARRAY' when '"' then 'VARCHAR' when '{' then 'OBJECT' end
+            as content_type,
+        d.content_heads[2] as first_block_type,
+        left(case when left(e.message.content, 1) = '"' then d.content_heads[1] else d.content_heads[3] end, 256)
+            as text_head,
         e.message.usage.input_tokens as input_tokens,
         e.message.usage.output_tokens as output_tokens,
         e.message.usage.cache_creation_input_tokens as cache_creation_input_tokens,
@@ -128,7 +132,7 @@ final as (
         e.message.usage.service_tier as service_tier,
         e.message.usage is not null as has_usage,
         d.obj_idx,
-    from decoded as d
+    from headed as d
     join files as f using (file_idx)
 )
 
