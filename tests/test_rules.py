@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -454,6 +455,32 @@ def test_empty_file_is_reported_empty_and_adds_no_rows(src, out):
         assert t[name].filter(pl.col("session_key") == SID2).height == 0, name
     assert t["rejects"].height == 0
     assert t["records"].height == 1
+
+
+def test_files_read_together_keep_their_own_lines_offsets_and_digests(src, out):
+    # One batch reads its files into one buffer: a file without a final newline must not run
+    # into the next one, and line numbers and byte offsets restart in each file.
+    first = (json.dumps(user(uid(1), None, "a")) + "\n" + json.dumps(user(uid(2), uid(1), "b"))).encode()
+    second = (json.dumps(user(uid(3), None, "c", sid=SID2)) + "\n\n" + json.dumps(user(uid(4), uid(3), "dd", sid=SID2)) + "\n").encode()
+    (src / f"{SID}.jsonl").write_bytes(first)
+    (src / "empty.jsonl").write_bytes(b"")
+    (src / f"{SID2}.jsonl").write_bytes(second)
+    t = run(src, out)
+    lines = t["source_lines"].sort("source_file", "line")
+    for data, sid in ((first, SID), (second, SID2)):
+        rows = lines.filter(pl.col("source_file") == f"{src.name}/{sid}.jsonl")
+        offsets, start = [], 0
+        for raw in data.split(b"\n"):
+            offsets.append(start)
+            start += len(raw) + 1
+        expected = [(n + 1, offsets[n], len(raw)) for n, raw in enumerate(data.split(b"\n")) if raw.strip()]
+        assert rows.select("line", "byte_offset", "byte_length").rows() == expected
+    assert t["rejects"].height == 0  # the last line of the first file is whole JSON, not truncated
+    manifest = json.loads((out / "manifest.json").read_text())
+    digests = {i["path"]: i["sha256"] for i in manifest["inputs"]}
+    assert digests[f"{src.name}/{SID}.jsonl"] == hashlib.sha256(first).hexdigest()
+    assert digests[f"{src.name}/{SID2}.jsonl"] == hashlib.sha256(second).hexdigest()
+    assert digests[f"{src.name}/empty.jsonl"] == hashlib.sha256(b"").hexdigest()
 
 
 def test_empty_file_opens_no_session(src, out):
