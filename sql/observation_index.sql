@@ -35,51 +35,54 @@ ordered as (
     from narrow
 ),
 
-valued as (
-    select * from ordered
+-- The windows below run on the few rows they concern: repeatable metadata lines, and the
+-- sequence of permission-mode lines and prompts carrying a permissionMode.
+-- The permission mode is one sequence of permission-mode lines and prompts' permissionMode: a
+-- line also changes it back after a prompt set another mode.
+permission_sequence as (
+    select obs_idx, lag(permission_mode) over (partition by session_key order by ord) as previous_mode,
+    from ordered
+    where native_type = 'permission-mode' or (native_type = 'user' and permission_mode is not null)
 ),
 
 changes as (
     select
-        *,
+        o.obs_idx,
+        o.session_key,
+        o.native_type,
+        o.position,
+        o.ord,
         case
-            when not is_repeatable then 1
-            when json_hash is distinct from lag(json_hash) over (
-                partition by session_key, native_type, is_repeatable order by ord
+            when o.json_hash is distinct from lag(o.json_hash) over (
+                partition by o.session_key, o.native_type order by o.ord
             ) then 1
-            -- the permission mode is one sequence of permission-mode lines and prompts'
-            -- permissionMode: a line also changes it back after a prompt set another mode
-            when native_type = 'permission-mode'
-                and permission_mode is distinct from lag(permission_mode) over permission_sequence
-                then 1
+            when o.native_type = 'permission-mode' and o.permission_mode is distinct from p.previous_mode then 1
             else 0
         end as is_change,
-    from valued
-    window permission_sequence as (
-        partition by
-            session_key,
-            native_type = 'permission-mode' or (native_type = 'user' and permission_mode is not null)
-        order by ord
-    )
+    from ordered as o
+    left join permission_sequence as p using (obs_idx)
+    where o.is_repeatable
 ),
 
 runs as (
-    select
-        *,
-        sum(is_change) over (partition by session_key, native_type, is_repeatable order by ord) as run_no,
+    select *, sum(is_change) over (partition by session_key, native_type order by ord) as run_no,
     from changes
+),
+
+-- a run of lines repeating one value is keyed by the position of the line that set it
+repeatable_keys as (
+    select
+        obs_idx,
+        first_value(position) over (partition by session_key, native_type, run_no order by ord) as run_key,
+    from runs
 ),
 
 obs as (
     select
-        *,
-        case
-            when is_repeatable then first_value(position) over (
-                partition by session_key, native_type, is_repeatable, run_no order by ord
-            )
-            else coalesce(uuid, position)
-        end as uuid_key,
-    from runs
+        o.*,
+        case when o.is_repeatable then r.run_key else coalesce(o.uuid, o.position) end as uuid_key,
+    from ordered as o
+    left join repeatable_keys as r using (obs_idx)
 ),
 
 uuid_groups as (
