@@ -246,17 +246,27 @@ def _done(value: str) -> Future[str]:
 
 
 def _decode_lossy(frame: pl.DataFrame) -> pl.DataFrame:
-    # Rare path: only batches holding a file that is not valid UTF-8 get here.
-    texts, raws, oks = [], [], []
-    for b in frame.get_column("raw").to_list():
+    # Rare path: a file of the batch is not valid UTF-8. Each file is cast at once; only the lines
+    # of a file that fails are decoded one by one (with replacement characters; raw bytes kept).
+    parts = []
+    for part in frame.partition_by("file_idx", maintain_order=True):
         try:
-            texts.append(b.decode("utf-8"))
-            raws.append(None)
-            oks.append(True)
-        except UnicodeDecodeError:
-            texts.append(b.decode("utf-8", errors="replace"))
-            raws.append(b)
-            oks.append(False)
-    return frame.with_columns(
-        text=pl.Series(texts, dtype=pl.String), raw=pl.Series(raws, dtype=pl.Binary), utf8_ok=pl.Series(oks, dtype=pl.Boolean)
-    )
+            parts.append(part.with_columns(text=pl.col("raw").cast(pl.String), raw=pl.lit(None, pl.Binary), utf8_ok=pl.lit(True)))
+            continue
+        except pl.exceptions.ComputeError:
+            pass
+        texts, raws, oks = [], [], []
+        for b in part.get_column("raw").to_list():
+            try:
+                texts.append(b.decode("utf-8"))
+                raws.append(None)
+                oks.append(True)
+            except UnicodeDecodeError:
+                texts.append(b.decode("utf-8", errors="replace"))
+                raws.append(b)
+                oks.append(False)
+        parts.append(part.with_columns(
+            text=pl.Series(texts, dtype=pl.String), raw=pl.Series(raws, dtype=pl.Binary),
+            utf8_ok=pl.Series(oks, dtype=pl.Boolean),
+        ))
+    return pl.concat(parts)
