@@ -30,7 +30,7 @@ CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"
 # batch_parts, batch_tool_calls and batch_files.
 FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
 # Relations several fact tables read, defined once as views (sql/<name>.sql), in dependency order.
-SHARED_VIEWS = ("record_owners", "plan_calls")
+SHARED_VIEWS = ("record_owners", "plan_calls", "todo_snapshots")
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "

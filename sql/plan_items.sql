@@ -22,26 +22,6 @@ todo_writes as (
     where tool_name = 'TodoWrite'
 ),
 
--- user lines that may carry a todos snapshot. Materialized, so its conditions run in the written
--- order before any join: the substring test on user lines only, the JSON on the lines it selects.
-user_lines_with_todos as materialized (
-    select *
-    from records_full
-    where native_type = 'user' and contains(native, '"todos"') and json_type(native, '$.todos') = 'ARRAY'
-),
-
-todo_snapshots as (
-    select
-        r.record_id,
-        r.session_key,
-        r.seq,
-        r.native -> '$.todos' as todos,
-        o.native_session_id,
-        o.todo_agent,
-    from user_lines_with_todos as r
-    join owners as o using (record_id)
-),
-
 todo_states as (
     select record_id, session_key, call_id, seq, part_index, todos, 'tool_call' as plan_source,
     from todo_writes

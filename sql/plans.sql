@@ -3,7 +3,8 @@
 -- Registry entry, Plans: ExitPlanMode input plan → plan with planType: document, planId from the
 -- plan file name, source the plan file. TodoWrite → planType: items. Task tools → planType: items
 -- with entryId, owner and blockedBy. The items themselves are built by sql/plan_items.sql from the
--- same calls (sql/plan_calls.sql) and stream owners (sql/record_owners.sql).
+-- same calls (sql/plan_calls.sql), todos snapshots (sql/todo_snapshots.sql) and stream owners
+-- (sql/record_owners.sql).
 with owners as (
     select * from record_owners
 ),
@@ -60,28 +61,6 @@ todo_writes as (
         end as todos,
     from calls
     where tool_name = 'TodoWrite'
-),
-
--- user lines that may carry a todos snapshot. Materialized, so its conditions run in the written
--- order before any join: the substring test on user lines only, the JSON on the lines it selects.
-user_lines_with_todos as materialized (
-    select *
-    from records_full
-    where native_type = 'user' and contains(native, '"todos"') and json_type(native, '$.todos') = 'ARRAY'
-),
-
-todo_snapshots as (
-    select
-        r.record_id,
-        r.session_key,
-        r.seq,
-        r.position,
-        r.timestamp,
-        r.native -> '$.todos' as todos,
-        o.native_session_id,
-        o.todo_agent,
-    from user_lines_with_todos as r
-    join owners as o using (record_id)
 ),
 
 -- Every todo state of a stream in file order; a snapshot repeating the previous state is no change.
