@@ -74,6 +74,7 @@ def duckdb_scan(archive: Path, runs: int = 2) -> dict:
     times, cpu = [], []
     count = None
     with duckdb.connect() as con:
+        con.execute("set enable_progress_bar = false")
         for _ in range(runs):
             r = resource.getrusage(resource.RUSAGE_SELF)
             t = time.perf_counter()
@@ -82,6 +83,71 @@ def duckdb_scan(archive: Path, runs: int = 2) -> dict:
             r2 = resource.getrusage(resource.RUSAGE_SELF)
             cpu.append(r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime)
     return {"seconds": times[-1], "cpu_seconds": cpu[-1], "first_seconds": times[0], "objects": count, "query": query}
+
+
+def floor(archive: Path, scratch: Path) -> dict:
+    """Time the least work of a converter that hashes its inputs and keeps every line's JSON.
+
+    Two things run at once, as in the converter: the sha256 of every input file (one thread,
+    for the manifest's inputs) and one DuckDB statement on all CPUs that parses every line once
+    (JSON validity and a multi-path extract of the envelope fields) and writes every line's text
+    once to a zstd Parquet file (records keep their native JSON). Each part is also timed alone,
+    and the parse without the write. Everything else the converter does (ordering, folding,
+    parts, usage selection, the other tables) comes on top of this.
+    """
+    import hashlib
+    import threading
+
+    files = sorted(p for p in archive.rglob("*.jsonl") if p.is_file())
+    glob = str(archive / "**" / "*.jsonl").replace("'", "''")
+    target = scratch / "floor.parquet"
+    rows = (
+        "select json, json_valid(json) as valid, "
+        "json_extract_string(json, ['$.type', '$.uuid', '$.parentUuid', '$.sessionId', '$.timestamp', "
+        "'$.message.id', '$.message.role', '$.isSidechain']) as envelope "
+        f"from read_ndjson_objects('{glob}', ignore_errors=true)"
+    )
+    parse_only = f"select count(*) filter (valid), count(envelope[1]), count(envelope[8]) from ({rows})"
+    query = f"copy ({rows}) to '{str(target).replace(chr(39), chr(39) * 2)}' (format parquet, compression zstd)"
+
+    def sha256_all() -> float:
+        start = time.thread_time()
+        for path in files:
+            with path.open("rb") as fh:
+                hashlib.file_digest(fh, "sha256")
+        return time.thread_time() - start
+
+    def run_query(text: str) -> None:
+        with duckdb.connect() as con:
+            con.execute("set enable_progress_bar = false")
+            con.execute(text).fetchall()
+
+    def timed(text: str, name: str) -> None:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        t = time.perf_counter()
+        run_query(text)
+        result[f"{name}_seconds"] = time.perf_counter() - t
+        r2 = resource.getrusage(resource.RUSAGE_SELF)
+        result[f"{name}_cpu_seconds"] = r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    result: dict = {}
+    t = time.perf_counter()
+    result["sha256_cpu_seconds"] = sha256_all()
+    result["sha256_seconds"] = time.perf_counter() - t
+    timed(parse_only, "parse")
+    timed(query, "parse_write")
+    t = time.perf_counter()
+    hasher = threading.Thread(target=sha256_all)
+    hasher.start()
+    run_query(query)
+    hasher.join()
+    result["seconds"] = time.perf_counter() - t
+    result["parquet_mib"] = target.stat().st_size / (1 << 20)
+    target.unlink()
+    scratch.rmdir()
+    result["query"] = query
+    return result
 
 
 def busy_cpu_seconds() -> float | None:
@@ -276,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--profile", action="store_true",
                     help="then convert once more with a timer on every SQL file, write and pipeline step")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time the least work any converter must do (sha256, one parse, one Parquet copy)")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 
@@ -353,6 +421,18 @@ def main(argv: list[str] | None = None) -> None:
             print(f"note      other processes used {other:.1f} CPU-seconds during the convert: the wall times "
                   "are pessimistic; compare CPU seconds, or run again on an idle machine")
 
+        least = None
+        if args.floor:
+            if args.wait_idle:
+                wait_idle(args.wait_idle)
+            least = floor(archive, out.parent / f"floor-{size_tag}")
+            print(f"floor     sha256 of every file {least['sha256_seconds']:.2f} s (one thread); "
+                  f"one JSON parse of every line {least['parse_seconds']:.2f} s wall, "
+                  f"{least['parse_cpu_seconds']:.2f} s CPU; the parse and one zstd Parquet copy of every line "
+                  f"{least['parse_write_seconds']:.2f} s wall, {least['parse_write_cpu_seconds']:.2f} s CPU")
+            print(f"          sha256 and parse+copy at once {least['seconds']:.2f} s wall: floor / scan = "
+                  f"{least['seconds'] / scan['seconds']:.1f}, convert / floor = {conv['seconds'] / least['seconds']:.1f}")
+
         result = {
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "code": version,
@@ -360,6 +440,7 @@ def main(argv: list[str] | None = None) -> None:
             "archive": {"path": str(archive), "origin": origin, **stats},
             "scan": scan,
             "convert": conv,
+            "floor": least,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],

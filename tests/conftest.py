@@ -16,6 +16,7 @@ SID2 = "22222222-2222-4222-8222-222222222222"
 CWD = "/home/user/project"
 VERSION = "2.1.39"
 MODEL = "claude-opus-4-6"
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
 
 def uid(n: int) -> str:
@@ -129,6 +130,14 @@ def run(src: Path | list[Path], out: Path, **kw) -> dict[str, pl.DataFrame]:
     sources = src if isinstance(src, list) else [src]
     batch.convert(sources, out, **kw)
     return read_tables(out)
+
+
+@pytest.fixture(scope="session")
+def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real corpus (tests/fixtures/corpus), converted once for the whole session; read only."""
+    out = tmp_path_factory.mktemp("corpus") / "out"
+    batch.convert([CORPUS], out)
+    return out
 
 
 @pytest.fixture

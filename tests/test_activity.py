@@ -17,7 +17,6 @@ from conftest import SID, TEXT, assistant, uid, user, write_jsonl
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "activity"
-CORPUS = HERE / "fixtures" / "corpus"
 TABLE_NAMES = ("input_requests", "background_tasks", "tool_progress", "records")
 
 QUESTIONS_SID = "3a0f6c1e-5b7d-4e2a-9c41-0d8e2f7a6b10"
@@ -40,10 +39,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
-    out = tmp_path_factory.mktemp("activity-corpus") / "out"
-    batch.convert([CORPUS], out)
-    return read(out)
+def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
+    return read(corpus_out)
 
 
 def one(frame: pl.DataFrame, **where) -> dict:

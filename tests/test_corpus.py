@@ -11,20 +11,12 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import batch
-from batch.schema import TABLES
-
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
-
-
-def read_tables(out: Path) -> dict[str, pl.DataFrame]:
-    return {t.name: pl.read_parquet(out / t.name / "*.parquet") for t in TABLES}
+from conftest import CORPUS, read_tables
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, pl.DataFrame]]:
-    out = tmp_path_factory.mktemp("corpus") / "out"
-    batch.convert([CORPUS], out)
-    return out, read_tables(out)
+def converted(corpus_out: Path) -> tuple[Path, dict[str, pl.DataFrame]]:
+    return corpus_out, read_tables(corpus_out)
 
 
 def corpus_files() -> list[Path]:

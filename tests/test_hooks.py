@@ -14,10 +14,10 @@ import pytest
 
 import batch
 from batch.schema import TABLES
+from conftest import CORPUS, read_tables
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "hooks"
-CORPUS = HERE / "fixtures" / "corpus"
 
 ATTACH_SID = "a1a1a1a1-0000-4000-8000-000000000001"
 SYSTEM_SID = "b2b2b2b2-0000-4000-8000-000000000001"
@@ -31,10 +31,6 @@ HOOK_ATTACHMENTS = {
 }
 
 
-def read_tables(out: Path) -> dict[str, pl.DataFrame]:
-    return {t.name: pl.read_parquet(out / t.name / "*.parquet") for t in TABLES}
-
-
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
     out = tmp_path_factory.mktemp("hooks-registry") / "out"
@@ -43,10 +39,8 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
-    out = tmp_path_factory.mktemp("hooks-corpus") / "out"
-    batch.convert([CORPUS], out)
-    return read_tables(out)
+def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
+    return read_tables(corpus_out)
 
 
 def rows(frame: pl.DataFrame, session_key: str) -> list[dict]:

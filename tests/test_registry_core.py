@@ -17,10 +17,10 @@ import polars as pl
 import pytest
 
 import batch
+from conftest import CORPUS
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
-CORPUS = HERE / "fixtures" / "corpus"
 TABLE_NAMES = (
     "records", "parts", "tool_calls", "inferences", "inference_observations", "session_events", "sessions",
     "lineage", "losses", "source_lines",
@@ -104,10 +104,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("registry-core-corpus") / "out"
-    batch.convert([CORPUS], out)
-    return Tables(out)
+def corpus(corpus_out: Path) -> dict:
+    return Tables(corpus_out)
 
 
 def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:

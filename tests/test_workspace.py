@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 
 import batch
+from conftest import CORPUS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "registry" / "workspace"
-CORPUS = FIXTURES / "corpus"
 TABLES = ("vcs_events", "file_changes", "workspace_states", "checkpoint_files", "usage_summaries", "records")
 
 GIT_SID = "5e0c0001-0000-4000-8000-000000000001"
@@ -42,8 +42,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
-    return _convert(CORPUS, tmp_path_factory.mktemp("workspace-corpus") / "out")
+def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
+    return {name: pl.read_parquet(corpus_out / name / "*.parquet") for name in TABLES}
 
 
 def _rows(df: pl.DataFrame, **eq) -> list[dict]:
