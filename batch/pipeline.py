@@ -29,8 +29,9 @@ CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
 # batch_parts, batch_tool_calls and batch_files.
 FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
-# Relations several fact tables read, defined once as views (sql/<name>.sql), in dependency order.
-SHARED_VIEWS = ("record_owners", "plan_calls", "todo_snapshots")
+# Relations several fact tables read (sql/<name>.sql), in dependency order. Each is computed once per
+# batch into a temporary table: as views, every reader planned and ran them again.
+SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots")
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
@@ -275,8 +276,8 @@ def _convert_batch_on(
     counts = {name: output.write(TABLES_BY_NAME[name], frame, index) for name, frame in tables.items()}
     con.register("batch_source_lines", tables["source_lines"])
     con.register("batch_tool_calls", tables["tool_calls"])
-    for name in SHARED_VIEWS:
-        sql.view(con, name)
+    for name in SHARED_RELATIONS:
+        sql.materialize(con, name)
     for table in FACT_TABLES:
         counts[table.name] = output.write(table, sql.frame(con, table.name), index)
     for name in WORK_TABLES:
