@@ -1,6 +1,6 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
-    python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N]
+    python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N] [--floor]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -8,7 +8,9 @@ prints in one run: input MiB, files and lines; the warm time of
 `select count(*) from read_ndjson_objects('<archive>/**/*.jsonl', ignore_errors=true)`; the time
 of `asr-batch convert ARCHIVE --out OUT --quiet` run as a subprocess; their ratio; MiB/s; and the
 peak RSS of the convert process alone (measured by a small wrapper process, so the DuckDB scan
-of this process does not count). The figures are also written to bench/results/.
+of this process does not count). With --floor it also times the least work of any converter that
+hashes its inputs and keeps every line's JSON (see `floor`). The figures are also written to
+bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
 generated it. An archive given with --archive that existed before is never deleted.
@@ -354,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true",
                     help="then convert once more with a timer on every SQL file, write and pipeline step")
     ap.add_argument("--floor", action="store_true",
-                    help="also time the least work any converter must do (sha256, one parse, one Parquet copy)")
+                    help="also time the floor: the sha256, one JSON parse and one Parquet copy of every line")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 

@@ -31,9 +31,13 @@ CHECKPOINT_SID = "5e0c0006-0000-4000-8000-000000000006"
 WORKTREES_SID = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
 
 
+def _read(out: Path) -> dict[str, pl.DataFrame]:
+    return {name: pl.read_parquet(out / name / "*.parquet") for name in TABLES}
+
+
 def _convert(src: Path, out: Path) -> dict[str, pl.DataFrame]:
     batch.convert([src], out)
-    return {name: pl.read_parquet(out / name / "*.parquet") for name in TABLES}
+    return _read(out)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 @pytest.fixture(scope="module")
 def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
-    return {name: pl.read_parquet(corpus_out / name / "*.parquet") for name in TABLES}
+    return _read(corpus_out)
 
 
 def _rows(df: pl.DataFrame, **eq) -> list[dict]:
