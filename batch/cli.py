@@ -51,7 +51,11 @@ def convert_cmd(
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")] = Path("asr-out"),
     batch_mb: Annotated[
-        int, typer.Option("--batch-mb", min=1, help="Input MiB per batch. Memory grows with workers x batch size.")
+        int,
+        typer.Option(
+            "--batch-mb", min=1,
+            help="Input MiB per batch; a larger session is a batch of its own. Memory grows with workers x batch size.",
+        ),
     ] = DEFAULT_BATCH_BYTES >> 20,
     workers: Annotated[
         int | None,
@@ -60,12 +64,13 @@ def convert_cmd(
             help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")] = False,
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb."""
     paths = list(sources) if sources else [default_source()]
+    warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
     with _progress(quiet) as progress:
-        result = convert(paths, out, batch_bytes=batch_mb << 20, workers=workers, progress=progress)
+        result = convert(paths, out, batch_bytes=batch_mb << 20, workers=workers, progress=progress, warn=warn)
     if not quiet:
         typer.echo(_summary(result))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import polars as pl
 
 from batch import sql
 from batch.schema import TABLES, TABLES_BY_NAME
-from batch.sources.claude_code import Discovery, SourceFile, batches, discover, read_lines
+from batch.sources.claude_code import Discovery, SourceFile, batches, discover, group_owner, read_lines
 from batch.transforms.classify import classify
 from batch.transforms.recover import OBJECT_SCHEMA, recover
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
@@ -24,6 +24,10 @@ from batch.write import Output
 # 32 MiB at once stay under 2 GiB.
 DEFAULT_BATCH_BYTES = 32 << 20
 DEFAULT_WORKERS = 2
+# Peak memory of one session converted alone: about BASE + FACTOR x its input, from single sessions
+# of 64 and 130 MiB (docs/performance.md, "One large session").
+BATCH_MEMORY_BASE = 400 << 20
+BATCH_MEMORY_FACTOR = 18
 WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
 CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
@@ -95,11 +99,15 @@ def convert(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
     """Convert Claude Code transcripts under `sources` into ASR Parquet tables in `out`.
 
     `workers` batches are converted at once (default: `default_workers()`); memory grows with
-    `workers * batch_bytes`. `progress(done_bytes, total_bytes)` is called after each batch.
+    `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
+    split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
+    runs, and `warn(message)` is told about it before the conversion starts.
+    `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
     found = discover(sources)
@@ -111,26 +119,40 @@ def convert(
         inputs: list[dict] = []
         counts: dict[str, int] = {}
         workers = max(1, min(workers or default_workers(), len(groups)))
+        sizes = [sum(f.size for f in files) for files in groups]
+        large = [files for files, size in zip(groups, sizes) if size > batch_bytes]
+        if large and warn:
+            warn(_large_groups_message(large, batch_bytes))
+
+        def collect(finished: set[Future[_Batch]]) -> None:
+            nonlocal done
+            for future in finished:
+                result = future.result()
+                inputs.extend(result.inputs)
+                for k, v in result.counts.items():
+                    counts[k] = counts.get(k, 0) + v
+                done += sum(f.size for f in result.files)
+                if progress:
+                    progress(done, total)
+
         # Batches are independent until the final stage: each runs on its own DuckDB connection,
-        # `workers` at a time (DuckDB and Polars release the GIL). Files are hashed on one more thread.
+        # `workers` at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes
+        # runs alone, with every CPU. Files are hashed on one more thread.
         with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
-            pending = [
-                pool.submit(_convert_batch, files, output, index, found.tool_result_files, hasher, workers)
-                for index, files in enumerate(groups)
-            ]
-            try:
-                for future in as_completed(pending):
-                    result = future.result()
-                    inputs.extend(result.inputs)
-                    for k, v in result.counts.items():
-                        counts[k] = counts.get(k, 0) + v
-                    done += sum(f.size for f in result.files)
-                    if progress:
-                        progress(done, total)
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
+            running: set[Future[_Batch]] = set()
+            for index, (files, size) in enumerate(zip(groups, sizes)):
+                alone = size > batch_bytes
+                while running and (alone or len(running) >= workers):
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    collect(finished)
+                future = pool.submit(
+                    _convert_batch, files, output, index, found.tool_result_files, hasher, 1 if alone else workers
+                )
+                running.add(future)
+                if alone:
+                    collect(wait(running).done)
+                    running = set()
+            collect(wait(running).done)
         with _connect() as con:
             final_counts, unassigned = _finalize(con, output)
         counts.update(final_counts)
@@ -150,6 +172,22 @@ def convert(
         foreign_files=manifest["foreign_files"],
         seconds=time.perf_counter() - started,
         manifest=manifest,
+    )
+
+
+def _large_groups_message(large: list[list[SourceFile]], batch_bytes: int) -> str:
+    # every file of such a batch belongs to one session group, named by its main session
+    sizes = sorted(((sum(f.size for f in files), group_owner(files[0])) for files in large), reverse=True)
+    biggest = sizes[0][0]
+    listed = ", ".join(f"{owner} ({size / (1 << 20):,.1f} MiB)" for size, owner in sizes[:3])
+    more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
+    which = "1 session holds" if len(sizes) == 1 else f"{len(sizes)} sessions hold"
+    memory = BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * biggest
+    shown = f"{memory / (1 << 30):.1f} GiB" if memory >= 1 << 30 else f"{memory >> 20} MiB"
+    return (
+        f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
+        f"{listed}{more}. A session is never split across batches: each of these is converted alone, "
+        f"and the largest needs roughly {shown} of memory."
     )
 
 

@@ -58,6 +58,18 @@ def test_convert_quiet_prints_nothing(capsys, src, out):
     assert (code, stdout, err) == (0, "", "")
 
 
+def test_a_session_larger_than_a_batch_is_one_warning_line(capsys, src, out):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "x" * (2 << 20))])
+    code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--batch-mb", "1")
+    assert code == 0, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Warning: 1 session holds more than the batch size (1 MiB)"), err
+    assert f"{SID} (2.0 MiB)" in lines[0] and "needs roughly 436 MiB of memory" in lines[0]
+    assert "Converted 1 files" in stdout
+    code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--batch-mb", "1", "-q")
+    assert (code, stdout, err) == (0, "", "")
+
+
 def test_missing_source_is_one_error_line(capsys, tmp_path, out):
     missing = tmp_path / "no-such-folder"
     code, stdout, err = invoke(capsys, "convert", str(missing), "--out", str(out), "-q")

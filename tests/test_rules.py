@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from pathlib import Path
 
 import polars as pl
@@ -14,6 +16,7 @@ import batch
 import batch.pipeline
 from batch.errors import OutputError
 from batch.schema import TABLES
+from batch.sources.claude_code import discover, group_owner
 from conftest import (
     SID,
     SID2,
@@ -652,23 +655,74 @@ def test_conversion_is_deterministic_across_runs_batch_sizes_and_workers(src, tm
         assistant(uid(40), None, "msg_01P", [tool_use("toolu_X", name="Task", cmd="x")], output=3,
                   sid="33333333-3333-4333-8333-333333333333"),
     ])
+    # a batch as large as the largest session group: several batches, none larger than the limit
+    largest = max(_group_sizes(src).values())
     a = run(src, tmp_path / "a")
     b = run(src, tmp_path / "b")
-    c = run(src, tmp_path / "c", batch_bytes=1, workers=1)
-    d = run(src, tmp_path / "d", batch_bytes=1, workers=3)
-    assert len(list((tmp_path / "c" / "records").glob("*.parquet"))) > 2  # really several batches
+    c = run(src, tmp_path / "c", batch_bytes=largest, workers=1)
+    d = run(src, tmp_path / "d", batch_bytes=largest, workers=3)
+    # every session group larger than the limit: one batch each, converted one at a time
+    e = run(src, tmp_path / "e", batch_bytes=1, workers=3)
+    # really several batches
+    assert len(list((tmp_path / "c" / "records").glob("*.parquet"))) >= 2
+    assert len(list((tmp_path / "e" / "records").glob("*.parquet"))) > 2
     for name in ("sessions", "records", "parts", "inference_observations", "inferences", "tool_calls",
                  "lineage", "source_lines", "rejects", "losses"):
         assert a[name].height > 0, name  # the fixture exercises the core tables
     for name in (t.name for t in TABLES):
         assert_frame_equal(_sorted(a[name]), _sorted(b[name]), check_row_order=True)
         assert_frame_equal(_sorted(a[name]), _sorted(c[name]), check_row_order=True)
+        assert_frame_equal(_sorted(a[name]), _sorted(e[name]), check_row_order=True)
         # batches converted at once write the same part files, row for row
         assert_frame_equal(c[name], d[name], check_row_order=True)
-    ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    mc = json.loads((tmp_path / "c" / "manifest.json").read_text())
-    md = json.loads((tmp_path / "d" / "manifest.json").read_text())
-    assert ma == mc == md
+    manifests = [json.loads((tmp_path / x / "manifest.json").read_text()) for x in "acde"]
+    assert all(m == manifests[0] for m in manifests)
+
+
+def _group_sizes(src: Path) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for f in discover([src]).files:
+        sizes[group_owner(f)] = sizes.get(group_owner(f), 0) + f.size
+    return sizes
+
+
+def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, out, monkeypatch):
+    # four sessions; the second holds more than a batch, the others one batch each
+    sids = [f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 5)]
+    for n, sid in enumerate(sids):
+        text = "x" * (300_000 if n == 1 else 30_000)
+        write_jsonl(src / f"{sid}.jsonl", [user(uid(n), None, text, sid=sid)])
+    running: set[int] = set()
+    overlaps: dict[int, set[int]] = {}
+    threads: dict[int, int] = {}
+    lock = threading.Lock()
+    real = batch.pipeline._convert_batch
+
+    def tracked(files, output, index, tool_result_files, hasher, workers):
+        with lock:
+            overlaps[index] = set(running)
+            for other in running:
+                overlaps[other].add(index)
+            running.add(index)
+        threads[index] = workers
+        try:
+            time.sleep(0.3)  # long enough for batches submitted together to overlap
+            return real(files, output, index, tool_result_files, hasher, workers)
+        finally:
+            with lock:
+                running.discard(index)
+
+    monkeypatch.setattr(batch.pipeline, "_convert_batch", tracked)
+    warnings: list[str] = []
+    batch.convert([src], out, batch_bytes=50_000, workers=2, warn=warnings.append)
+
+    assert len(warnings) == 1
+    assert sids[1] in warnings[0] and "1 session holds more than the batch size" in warnings[0]
+    assert sorted(overlaps) == [0, 1, 2, 3]
+    assert overlaps[1] == set()  # nothing ran beside the large session
+    assert threads[1] == 1  # ... and its DuckDB connection had every CPU
+    assert overlaps[2] == {3}  # the batches after it ran two at once again
+    assert pl.read_parquet(out / "records" / "*.parquet").height == 4
 
 
 # ---------------------------------------------------------------------------------------------

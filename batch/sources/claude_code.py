@@ -141,12 +141,18 @@ def _read_sidecar(path: Path) -> str | None:
         return None
 
 
+def group_owner(f: SourceFile) -> str:
+    """The session group of a file: its parent session for a subagent, else its own stream."""
+    return f.parent_session_id if f.stream_kind == "subagent" and f.parent_session_id else f.session_key
+
+
 def batches(files: list[SourceFile], *, max_bytes: int) -> list[list[SourceFile]]:
-    """Group files into batches of whole session groups (a main session with its subagents)."""
+    """Group files into batches of whole session groups (a main session with its subagents).
+
+    A group larger than `max_bytes` is a batch of its own."""
     groups: dict[str, list[SourceFile]] = {}
     for f in files:
-        owner = f.parent_session_id if f.stream_kind == "subagent" and f.parent_session_id else f.session_key
-        groups.setdefault(owner, []).append(f)
+        groups.setdefault(group_owner(f), []).append(f)
     out: list[list[SourceFile]] = []
     current: list[SourceFile] = []
     size = 0
