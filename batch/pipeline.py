@@ -256,11 +256,12 @@ def _convert_batch_on(
     hasher: Executor,
 ) -> _Batch:
     lines, digests = read_lines(files, hasher)
-    con.register("batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
-    blank = pl.col("text").str.strip_chars() == ""
+    sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
+    # whitespace only (Unicode White_Space, as str.strip_chars), without a stripped copy of every line
+    blank = pl.col("text").str.contains(r"^\s*$")
     blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
     lines = lines.filter(~blank)
-    con.register("batch_lines", lines)
+    sql.register(con, "batch_lines", lines)
     checks = sql.frame(con, "line_checks")
     # a projection keeps the row order (DuckDB preserves insertion order): columns are added, the text not copied
     if checks.select("file_idx", "line").equals(lines.select("file_idx", "line")):
@@ -277,7 +278,7 @@ def _convert_batch_on(
         ]
     ).cast(OBJECT_SCHEMA)
     files_frame = _files_frame(files)
-    con.register("batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
+    sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
     observations = _observe(con, objects)
     versions = dict(
         observations.group_by("file_idx")
@@ -292,18 +293,18 @@ def _convert_batch_on(
     files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
     observations = observations.filter(~pl.col("file_idx").is_in(foreign.implode()))
     rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
-    con.register("batch_files", files_frame)
-    con.register("batch_rejects", rejects)
+    sql.register(con, "batch_files", files_frame)
+    sql.register(con, "batch_rejects", rejects)
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
     classified = classify(observations).with_row_index("obs_idx")
-    con.register("classified", classified)
+    sql.register(con, "classified", classified)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
     records = _with_texts(sql.frame(con, "records_full"), classified)
-    con.register("records_full", records)
+    sql.register(con, "records_full", records)
     parts = sql.frame(con, "parts")
-    con.register("batch_parts", parts)
+    sql.register(con, "batch_parts", parts)
     tables = {
         "records": records,
         "parts": parts,
@@ -312,8 +313,8 @@ def _convert_batch_on(
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
     }
     counts = {name: output.write(TABLES_BY_NAME[name], frame, index) for name, frame in tables.items()}
-    con.register("batch_source_lines", tables["source_lines"])
-    con.register("batch_tool_calls", tables["tool_calls"])
+    sql.register(con, "batch_source_lines", tables["source_lines"])
+    sql.register(con, "batch_tool_calls", tables["tool_calls"])
     for name in SHARED_RELATIONS:
         sql.materialize(con, name)
     for table in FACT_TABLES:
@@ -343,7 +344,7 @@ def _convert_batch_on(
 def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
     """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
     through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers."""
-    con.register("batch_objects", objects.with_row_index("obj_idx"))
+    sql.register(con, "batch_objects", objects.with_row_index("obj_idx"))
     observations = sql.frame(con, "observations")
     con.unregister("batch_objects")
     return observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx"))).drop(
@@ -367,7 +368,7 @@ def _rebuild_from_progress(
     Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
     with positions prefixed `agent_progress:`, and its records say where they came from.
     """
-    con.register("observations", observations)
+    sql.register(con, "observations", observations)
     copies = sql.frame(con, "progress_copies")
     if copies.is_empty():
         return observations, files_frame
@@ -399,14 +400,14 @@ def _rebuild_from_progress(
     ).select(
         file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
     ).cast(OBJECT_SCHEMA)
-    con.register("batch_files", files_frame)
+    sql.register(con, "batch_files", files_frame)
     rebuilt = _observe(con, objects)
     return pl.concat([observations, rebuilt]), files_frame
 
 
 def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:
     """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
-    con.register("observations", observations)
+    sql.register(con, "observations", observations)
     roots = sql.frame(con, "sidechain_roots")
     if roots.is_empty():  # no inline sidechains (transcripts after 1.0.x)
         return observations.with_columns(sidechain_root=pl.lit(None, pl.String))

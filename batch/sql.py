@@ -35,6 +35,15 @@ def load(name: str) -> str:
         raise SqlError(f"sql/{name}.sql cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
 
 
+def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
+    """Make a Polars frame readable as `name` without copying its strings.
+
+    `con.register(name, frame)` would convert the frame to Arrow with plain strings, a copy of
+    every string (for a batch, all of its JSON text); as Arrow string views the buffers are shared.
+    """
+    con.register(name, frame.to_arrow(compat_level=pl.CompatLevel.newest()))
+
+
 def relation(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
     """Run sql/<name>.sql and return it as a relation."""
     try:
