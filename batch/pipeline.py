@@ -35,7 +35,7 @@ CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"
 FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
 # Relations several fact tables read (sql/<name>.sql), in dependency order. Each is computed once per
 # batch into a temporary table: as views, every reader planned and ran them again.
-SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots")
+SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots", "result_calls")
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "

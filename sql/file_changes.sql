@@ -81,14 +81,6 @@ bash_records as (
         and json_type(tool_use_result, '$.bashEditDiff') = 'OBJECT'
 ),
 
-result_parts as (
-    select record_id, call_id
-    from batch_parts
-    where part_type = 'tool_result' and call_id is not null
-        and record_id in (select record_id from bash_records)
-    qualify row_number() over (partition by record_id order by part_index) = 1
-),
-
 bash_diffs as (
     select
         r.record_id,
@@ -100,7 +92,7 @@ bash_diffs as (
         c.requested_by,
         r.diff,
     from bash_records as r
-    left join result_parts as p using (record_id)
+    left join result_calls as p using (record_id)
     left join batch_tool_calls as c on c.session_key = r.session_key and c.call_id = p.call_id
 ),
 

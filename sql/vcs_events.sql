@@ -16,14 +16,6 @@ with git_records as (
         and json_type(tool_use_result, '$.gitOperation') = 'OBJECT'
 ),
 
-result_parts as (
-    select record_id, call_id
-    from batch_parts
-    where part_type = 'tool_result' and call_id is not null
-        and record_id in (select record_id from git_records)
-    qualify row_number() over (partition by record_id order by part_index) = 1
-),
-
 git_operations as (
     select
         r.record_id,
@@ -34,7 +26,7 @@ git_operations as (
         c.tool_name,
         json_transform(r.git_operation, '"MAP(VARCHAR, JSON)"') as components,
     from git_records as r
-    left join result_parts as p using (record_id)
+    left join result_calls as p using (record_id)
     left join batch_tool_calls as c on c.session_key = r.session_key and c.call_id = p.call_id
 ),
 
