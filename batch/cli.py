@@ -14,7 +14,8 @@ from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, 
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
 from batch.version import VERSION
-from batch.write import MANIFEST, view_sql
+from batch.catalog import view_sql
+from batch.write import MANIFEST
 
 app = typer.Typer(
     help="Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB.",

@@ -8,17 +8,16 @@ import shutil
 import uuid
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batch.catalog import write_catalog
 from batch.errors import OutputError
 from batch.schema import TABLES, Table
 
 WORK = "_work"
 MANIFEST = "manifest.json"
-CATALOG = "asr.duckdb"
 
 
 class Output:
@@ -63,11 +62,12 @@ class Output:
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
     def commit(self) -> None:
-        """Drop intermediates, fill empty tables, swap the new output in, and build the catalog."""
+        """Drop intermediates, fill empty tables, build the catalog, and swap the new output in."""
         shutil.rmtree(self.tmp / WORK, ignore_errors=True)
         for table in TABLES:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
+        write_catalog(self.tmp, self.out)
         old = None
         if self.out.exists():
             old = self.out.with_name(f".{self.out.name}.old-{uuid.uuid4().hex[:8]}")
@@ -75,7 +75,6 @@ class Output:
         os.replace(self.tmp, self.out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-        write_catalog(self.out)
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -94,25 +93,3 @@ def _check_target(out: Path) -> None:
         parent = parent.parent
     if not os.access(parent, os.W_OK):
         raise OutputError(f"{out}: cannot write in {parent}. Pass a writable --out.")
-
-
-def _quote(path: Path) -> str:
-    # DDL takes no parameters: the path is a literal, quoted by doubling single quotes.
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def view_sql(out: Path) -> list[str]:
-    """Return `create view` statements exposing every table of an output folder by name."""
-    return [
-        f"create or replace view {t.name} as select * from read_parquet({_quote(out / t.name / '*.parquet')})"
-        for t in TABLES
-    ]
-
-
-def write_catalog(out: Path) -> None:
-    """Write OUT/asr.duckdb: a DuckDB database with one view per table (absolute paths)."""
-    path = out / CATALOG
-    path.unlink(missing_ok=True)
-    with duckdb.connect(str(path)) as con:
-        for stmt in view_sql(out):
-            con.execute(stmt)
