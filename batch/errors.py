@@ -1,4 +1,5 @@
-"""Errors a user can hit; the CLI turns each into one `Error: ...` line and exit code 1."""
+"""Errors. A BatchError is one the user can fix: the CLI prints it as one `Error: ...` line and
+exits 1. Anything else is a bug: the CLI says so, saves the traceback and exits 2."""
 
 
 class BatchError(Exception):
@@ -13,5 +14,17 @@ class OutputError(BatchError):
     """The output folder cannot be written."""
 
 
-class SqlError(BatchError):
-    """A SQL file failed; the message names the file."""
+class InternalError(Exception):
+    """A bug in asr-batch, not in the input: never shown as a user error."""
+
+
+class SqlError(InternalError):
+    """A SQL file of asr-batch failed; the message names the file."""
+
+
+class Interrupted(BaseException):
+    """The run received a signal (SIGINT, SIGTERM, SIGHUP) and stopped; `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

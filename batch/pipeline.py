@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,12 +15,13 @@ import duckdb
 import polars as pl
 
 from batch import sql
+from batch.errors import OutputError, SourceError
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.sources.claude_code import Discovery, SourceFile, batches, discover, group_owner, read_lines
 from batch.transforms.classify import classify
 from batch.transforms.recover import OBJECT_SCHEMA, recover
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import Output
+from batch.write import Output, fault
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
 # 48 MiB at once stay near 1.5 GiB; larger batches are no faster.
@@ -90,6 +93,7 @@ class _Batch:
     files: list[SourceFile]
     inputs: list[dict]
     counts: dict[str, int]
+    skipped: list[tuple[str, str]]
 
 
 def convert(
@@ -111,12 +115,19 @@ def convert(
     """
     started = time.perf_counter()
     found = discover(sources)
+    _check_apart(found.roots, out)
+    if not found.files:
+        raise SourceError(_nothing_found_message(sources, found))
     output = Output(out)
+    if output.stale_removed and warn:
+        warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
+    stop = _Stop()
     try:
-        groups = batches(found.files, max_bytes=batch_bytes) or [[]]
+        groups = batches(found.files, max_bytes=batch_bytes)
         total = sum(f.size for f in found.files)
         done = 0
         inputs: list[dict] = []
+        skipped = list(found.skipped)
         counts: dict[str, int] = {}
         workers = max(1, min(workers or default_workers(), len(groups)))
         sizes = [sum(f.size for f in files) for files in groups]
@@ -129,6 +140,7 @@ def convert(
             for future in finished:
                 result = future.result()
                 inputs.extend(result.inputs)
+                skipped.extend(result.skipped)
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
                 done += sum(f.size for f in result.files)
@@ -139,28 +151,36 @@ def convert(
         # `workers` at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes
         # runs alone, with every CPU. Files are hashed on one more thread.
         with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
-            running: set[Future[_Batch]] = set()
-            for index, (files, size) in enumerate(zip(groups, sizes)):
-                alone = size > batch_bytes
-                while running and (alone or len(running) >= workers):
-                    finished, running = wait(running, return_when=FIRST_COMPLETED)
-                    collect(finished)
-                future = pool.submit(
-                    _convert_batch, files, output, index, found.tool_result_files, hasher, 1 if alone else workers
-                )
-                running.add(future)
-                if alone:
-                    collect(wait(running).done)
-                    running = set()
-            collect(wait(running).done)
-        with _connect() as con:
+            try:
+                running: set[Future[_Batch]] = set()
+                for index, (files, size) in enumerate(zip(groups, sizes)):
+                    alone = size > batch_bytes
+                    while running and (alone or len(running) >= workers):
+                        finished, running = wait(running, return_when=FIRST_COMPLETED)
+                        collect(finished)
+                    future = pool.submit(
+                        _convert_batch, files, output, index, found.tool_result_files, hasher,
+                        1 if alone else workers, stop,
+                    )
+                    running.add(future)
+                    if alone:
+                        collect(wait(running).done)
+                        running = set()
+                collect(wait(running).done)
+            except BaseException:
+                # a signal or a failed batch: interrupt the running batches before waiting for them
+                stop.set()
+                raise
+        fault("batches")
+        with _connect(spill=output.spill) as con:
             final_counts, unassigned = _finalize(con, output)
         counts.update(final_counts)
         inputs.sort(key=lambda i: i["path"])
-        manifest = _manifest(found, inputs, counts, unassigned)
+        manifest = _manifest(found, inputs, skipped, counts, unassigned)
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
+        stop.set()
         output.abort()
         raise
     return ConvertResult(
@@ -172,6 +192,36 @@ def convert(
         foreign_files=manifest["foreign_files"],
         seconds=time.perf_counter() - started,
         manifest=manifest,
+    )
+
+
+def _check_apart(roots: list[Path], out: Path) -> None:
+    """Refuse an output folder that is an input, lies inside one, or holds one: it is replaced on every run."""
+    target = out.resolve()
+    for root in roots:
+        if target == root:
+            where = "is the input"
+        elif target.is_relative_to(root):
+            where = "is inside the input"
+        elif root.is_relative_to(target):
+            where = "contains the input"
+        else:
+            continue
+        raise OutputError(
+            f"--out {out} {where} {root}. Pass an output folder outside the inputs: it is replaced on every run."
+        )
+
+
+def _nothing_found_message(sources: list[Path], found: Discovery) -> str:
+    where = ", ".join(str(s) for s in sources)
+    hint = ""
+    repos = [str(r) for r in found.roots if r.is_dir() and ((r / ".git").exists() or (r / "HEAD").is_file())]
+    if repos:
+        hint = f" {repos[0]} is a Git repository: asr-batch reads Claude Code transcript folders, not repositories."
+    seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
+    return (
+        f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
+        f"their subagents' agent-*.jsonl.{hint} Pass ~/.claude/projects, a project folder or .jsonl files."
     )
 
 
@@ -196,10 +246,12 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, DEFAULT_WORKERS))
 
 
-def _connect(workers: int = 1) -> duckdb.DuckDBPyConnection:
+def _connect(workers: int = 1, *, spill: Path) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     # The CLI draws its own progress bar; DuckDB's would interleave with it.
     con.execute("set enable_progress_bar = false")
+    # spill inside the run folder, not in a `.tmp` of the working directory
+    con.execute("set temp_directory = $path", {"path": str(spill)})
     # concurrent batches share the CPUs
     con.execute(f"set threads = {max(1, (os.cpu_count() or 1) // workers)}")
     return con
@@ -240,10 +292,43 @@ def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
     )
 
 
+class _Stopped(Exception):
+    """A batch that was told to stop before it started."""
+
+
+class _Stop:
+    """Tells running batches to stop: interrupts their DuckDB statements and fails their next write."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._connections: set[duckdb.DuckDBPyConnection] = set()
+
+    @contextmanager
+    def watch(self, con: duckdb.DuckDBPyConnection):
+        with self._lock:
+            self._connections.add(con)
+        try:
+            if self.event.is_set():
+                raise _Stopped
+            yield con
+        finally:
+            with self._lock:
+                self._connections.discard(con)
+
+    def set(self) -> None:
+        self.event.set()
+        with self._lock:
+            for con in self._connections:
+                con.interrupt()
+
+
 def _convert_batch(
-    files: list[SourceFile], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int
+    files: list[SourceFile], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int,
+    stop: _Stop,
 ) -> _Batch:
-    with _connect(workers) as con:
+    with _connect(workers, spill=output.spill) as con, stop.watch(con):
+        fault("batch", stop.event)
         return _convert_batch_on(con, files, output, index, tool_result_files, hasher)
 
 
@@ -255,7 +340,8 @@ def _convert_batch_on(
     tool_result_files: set[str],
     hasher: Executor,
 ) -> _Batch:
-    lines, digests = read_lines(files, hasher)
+    loaded = read_lines(files, hasher)
+    lines = loaded.lines
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     # whitespace only (Unicode White_Space, as str.strip_chars), without a stripped copy of every line
     blank = pl.col("text").str.contains(r"^\s*$")
@@ -327,18 +413,21 @@ def _convert_batch_on(
     inputs = [
         {
             "path": f.name,
-            "size": f.size,
-            "sha256": digests[i].result(),
+            "size": loaded.sizes[i],
+            "sha256": loaded.digests[i].result(),
             "session_key": f.session_key,
             "stream_kind": f.stream_kind,
             "lines": per_file.get(f.name, 0),
             "versions": versions.get(i, []),
             "blank_lines": blank_counts.get(i, 0),
-            "status": "foreign" if i in foreign_set else ("empty" if f.size == 0 else "converted"),
+            "status": "foreign" if i in foreign_set else ("empty" if loaded.sizes[i] == 0 else "converted"),
+            **({"byte_order_mark": True} if loaded.boms[i] else {}),
         }
         for i, f in enumerate(files)
+        if loaded.errors[i] is None
     ]
-    return _Batch(files, inputs, counts)
+    skipped = [(f.name, error) for f, error in zip(files, loaded.errors) if error is not None]
+    return _Batch(files, inputs, counts, skipped)
 
 
 def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
@@ -489,14 +578,16 @@ def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in version.split("."))
 
 
-def _manifest(found: Discovery, inputs: list[dict], counts: dict[str, int], unassigned: list[dict]) -> dict:
+def _manifest(
+    found: Discovery, inputs: list[dict], skipped: list[tuple[str, str]], counts: dict[str, int], unassigned: list[dict]
+) -> dict:
     rejected = counts.get("rejects", 0)
     foreign = sum(1 for i in inputs if i["status"] == "foreign")
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},
         "inputs": inputs,
-        "skipped": [{"path": p, "reason": r} for p, r in sorted(found.skipped)],
+        "skipped": [{"path": p, "reason": r} for p, r in sorted(skipped)],
         "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
         "rejected_lines": rejected - foreign,
         "foreign_files": foreign,

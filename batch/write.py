@@ -1,10 +1,27 @@
-"""The one place that writes: Parquet part files, the manifest, the DuckDB catalog, the swap."""
+"""The one place that writes: Parquet part files, the manifest, the DuckDB catalog, the swap.
+
+What is ours, and so what may ever be replaced or removed:
+- a run folder `.<out>.asr-run-<hex>` beside the output, made by this process with a marker file
+  on which the run holds a lock for as long as it lives;
+- an output folder whose manifest says `format.name = asr` and `producer.name = asr-batch` and
+  whose every entry is a name this writer writes (the manifest, the catalog, the marker, and
+  `part-NNNNN.parquet` files in the table folders the manifest lists).
+Removal goes through `_remove_ours` alone: it unlinks only those names and removes folders only
+once empty, so a file someone else put there survives any code path.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import json
 import os
-import shutil
+import re
+import signal
+import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -12,39 +29,67 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batch.catalog import write_catalog
+from batch.catalog import CATALOG, write_catalog
 from batch.errors import OutputError
 from batch.schema import TABLES, Table
+from batch.version import FORMAT_NAME, PRODUCER, VERSION
+
+try:  # POSIX; elsewhere a run cannot tell a live run folder from a stale one and leaves both
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
 
 WORK = "_work"
+SPILL = "_spill"
 MANIFEST = "manifest.json"
+MARKER = ".asr-batch"
+RUN_INFIX = ".asr-run-"
+PART_RE = re.compile(r"^part-\d{5}\.parquet$")
+# Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
+# to prove what an interruption leaves (tests/test_safety.py).
+FAULT_ENV = "ASR_BATCH_FAULT"
 
 
 class Output:
-    """A run's output: written into a temporary sibling folder, swapped in by `commit`.
+    """A run's output: written into a run folder beside `out`, swapped in by `commit`.
 
-    A crash or Ctrl-C before `commit` leaves the previous output untouched.
+    A crash, a signal or a kill before `commit` leaves the previous output untouched.
     """
 
     def __init__(self, out: Path) -> None:
         self.out = out.resolve()
         _check_target(self.out)
-        self.tmp = self.out.with_name(f".{self.out.name}.tmp-{uuid.uuid4().hex[:8]}")
+        self.stale_removed = remove_stale_runs(self.out)
+        self.tmp = self.out.with_name(f".{self.out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
+        self.closed = False
         try:
-            self.tmp.mkdir(parents=True)
+            self.tmp.mkdir()
+            self._lock = _hold_marker(self.tmp / MARKER)
         except OSError as exc:
             raise OutputError(f"{out}: cannot create the output folder ({exc.strerror}). Pass a writable --out.") from exc
 
+    @property
+    def spill(self) -> Path:
+        """Where DuckDB may spill to disk during this run (inside the run folder)."""
+        return self.tmp / SPILL
+
+    def _folder(self, table: str, work: bool) -> Path:
+        return self.tmp / WORK / table if work else self.tmp / table
+
     def part(self, table: str, index: int, *, work: bool = False) -> Path:
-        folder = self.tmp / (f"{WORK}/{table}" if work else table)
-        folder.mkdir(parents=True, exist_ok=True)
+        if self.closed:
+            raise OutputError("the run was stopped; nothing more is written")
+        folder = self._folder(table, work)
+        if work:
+            (self.tmp / WORK).mkdir(exist_ok=True)
+        folder.mkdir(exist_ok=True)
         return folder / f"part-{index:05d}.parquet"
 
     def glob(self, table: str, *, work: bool = False) -> str:
-        return str(self.tmp / (f"{WORK}/{table}" if work else table) / "*.parquet")
+        return str(self._folder(table, work) / "*.parquet")
 
     def has(self, table: str, *, work: bool = False) -> bool:
-        folder = self.tmp / (f"{WORK}/{table}" if work else table)
+        folder = self._folder(table, work)
         return folder.is_dir() and any(folder.iterdir())
 
     def write(self, table: Table, data: pl.DataFrame | pa.Table, index: int = 0) -> int:
@@ -62,34 +107,276 @@ class Output:
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
     def commit(self) -> None:
-        """Drop intermediates, fill empty tables, build the catalog, and swap the new output in."""
-        shutil.rmtree(self.tmp / WORK, ignore_errors=True)
+        """Drop intermediates, fill empty tables, build the catalog, and swap the new output in.
+
+        The new output is complete, catalog included, before the swap. On Linux the swap is one
+        atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
+        renames, and a kill between them leaves the previous output beside `out` under a run
+        folder's name (docs/asr-tables.md, "What a run replaces").
+        """
+        _remove_ours(self.tmp, work=True, within=WORK)
+        _remove_ours(self.tmp, spill=True, within=SPILL)
         for table in TABLES:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
         write_catalog(self.tmp, self.out)
-        old = None
+        fault("swap")
         if self.out.exists():
-            old = self.out.with_name(f".{self.out.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(self.out, old)
-        os.replace(self.tmp, self.out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            _check_target(self.out)  # still ours: nothing of someone else's was put there meanwhile
+            _swap(self.tmp, self.out)
+            fault("swapped")
+            # self.tmp now holds the previous output
+            _remove_ours(self.tmp, tables=_listed_tables(self.tmp))
+        else:
+            _rename_new(self.tmp, self.out)
+        self.closed = True
+        self._release()
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Stop writing and remove the run folder (only what this run wrote in it)."""
+        self.closed = True
+        _remove_ours(self.tmp, work=True, spill=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def fault(step: str, event: threading.Event | None = None) -> None:
+    """Kill this process at `step`, or stall there for a minute, when the test hook asks for it."""
+    asked = os.environ.get(FAULT_ENV)
+    if asked == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif asked == f"stall:{step}":
+        if event is not None:
+            event.wait(60)  # a stalled batch still stops when the run is told to
+        else:
+            time.sleep(60)
+
+
+def _hold_marker(path: Path) -> int | None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, json.dumps({"producer": PRODUCER, "version": VERSION, "pid": os.getpid()}).encode() + b"\n")
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _is_live(marker: Path) -> bool:
+    """Whether a running process holds the lock on a run folder's marker."""
+    if fcntl is None:  # pragma: no cover
+        return True
+    try:
+        fd = os.open(marker, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def remove_stale_runs(out: Path) -> int:
+    """Remove run folders of `out` left by a killed run: ours by name and by marker or manifest."""
+    removed = 0
+    prefix = f".{out.name}{RUN_INFIX}"
+    try:
+        siblings = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return 0
+    for folder in sorted(siblings):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        marker = folder / MARKER
+        if marker.is_file() and not marker.is_symlink():
+            if _is_live(marker):
+                continue
+        elif _manifest_tables(folder) is None:
+            continue
+        _remove_ours(folder, tables=_listed_tables(folder), work=True, spill=True)
+        removed += 1
+    return removed
+
+
+def _manifest_tables(folder: Path) -> list[str] | None:
+    """The table folders an asr-batch manifest in `folder` lists, or None when it is not ours."""
+    path = folder / MANIFEST
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    fmt, producer, tables = manifest.get("format"), manifest.get("producer"), manifest.get("tables")
+    if not (
+        isinstance(fmt, dict) and fmt.get("name") == FORMAT_NAME
+        and isinstance(producer, dict) and producer.get("name") == PRODUCER
+        and isinstance(tables, dict) and all(isinstance(t, str) and _plain_name(t) for t in tables)
+    ):
+        return None
+    return list(tables)
+
+
+def _listed_tables(folder: Path) -> list[str]:
+    return _manifest_tables(folder) or []
+
+
+def _plain_name(name: str) -> bool:
+    return bool(re.fullmatch(r"[a-z_][a-z0-9_]*", name))
+
+
+def _expected(rel: tuple[str, ...], is_dir: bool, tables: set[str], work: bool, spill: bool) -> bool:
+    """Whether the entry at relative path `rel` is one this writer writes."""
+    top = rel[0]
+    if len(rel) == 1:
+        if is_dir:
+            return top in tables or (work and top == WORK) or (spill and top == SPILL)
+        return top in (MANIFEST, MARKER, CATALOG, CATALOG + ".wal")
+    if top == SPILL:
+        return spill  # DuckDB's own temporary files, in a folder only this run uses
+    if top == WORK:
+        return work and (len(rel) == 2 and is_dir and _plain_name(rel[1]) or len(rel) == 3 and not is_dir and bool(PART_RE.match(rel[2])))
+    return top in tables and len(rel) == 2 and not is_dir and bool(PART_RE.match(rel[1]))
+
+
+def foreign_entries(folder: Path, *, tables: list[str], work: bool = False, spill: bool = False) -> list[str]:
+    """Entries under `folder` that this writer would not have written (relative paths)."""
+    found: list[str] = []
+    known = set(tables)
+
+    def visit(path: Path, rel: tuple[str, ...]) -> None:
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError:
+            found.append("/".join(rel) or ".")
+            return
+        for entry in entries:
+            sub = (*rel, entry.name)
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if entry.is_symlink() or not _expected(sub, is_dir, known, work, spill):
+                found.append("/".join(sub))
+            elif is_dir:
+                visit(Path(entry.path), sub)
+
+    visit(folder, ())
+    return found
+
+
+def _remove_ours(
+    folder: Path, *, tables: list[str] | tuple[str, ...] = (), work: bool = False, spill: bool = False,
+    within: str | None = None,
+) -> None:
+    """Remove what this writer writes under `folder` (or only its subfolder `within`), then each
+    folder that is left empty.
+
+    `tables` names the table folders that may be removed (besides every current table); `work`
+    and `spill` allow the run's intermediates. Anything else is left where it is.
+    """
+    start, rel = (folder / within, (within,)) if within else (folder, ())
+    if not start.is_dir() or start.is_symlink():
+        return
+    known = set(tables) | {t.name for t in TABLES}
+
+    def visit(path: Path, rel: tuple[str, ...]) -> None:
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return
+        for entry in entries:
+            sub = (*rel, entry.name)
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if entry.is_symlink() or not _expected(sub, is_dir, known, work, spill):
+                continue
+            if is_dir:
+                visit(Path(entry.path), sub)
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # only once empty
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+    visit(start, rel)
+    with contextlib.suppress(OSError):
+        os.rmdir(start)
 
 
 def _check_target(out: Path) -> None:
+    if out.is_symlink() and not out.exists():
+        raise OutputError(f"{out}: is a broken symbolic link. Pass a folder path to --out.")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: exists and is not a folder. Pass a folder path to --out.")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise OutputError(
-            f"{out}: is a non-empty folder that is not an asr-batch output. "
-            "Pass an empty or new folder to --out, so nothing of yours is replaced."
-        )
+    if out.is_dir():
+        try:
+            empty = not any(out.iterdir())
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot be read ({exc.strerror}). Pass a folder you can write to --out.") from exc
+        if not empty:
+            tables = _manifest_tables(out)
+            if tables is None:
+                raise OutputError(
+                    f"{out}: is a non-empty folder that is not an asr-batch output (it has no manifest.json "
+                    "written by asr-batch). Pass an empty or new folder to --out, so nothing of yours is replaced."
+                )
+            foreign = foreign_entries(out, tables=tables)
+            if foreign:
+                listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                raise OutputError(
+                    f"{out}: is an asr-batch output that also holds files asr-batch did not write ({listed}). "
+                    "Move them elsewhere or pass another --out; nothing was changed."
+                )
     parent = out.parent
     while not parent.exists():
         parent = parent.parent
     if not os.access(parent, os.W_OK):
         raise OutputError(f"{out}: cannot write in {parent}. Pass a writable --out.")
+
+
+# Atomic folder swap: Linux renameat2(2). Elsewhere (or on a file system that refuses the flags) two renames.
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+
+
+def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+    """Rename with renameat2 flags; False when this system or file system does not offer them."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "renameat2", None)
+    if call is None:
+        return False
+    if call(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(src), None, str(dst))
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Exchange `new` and `out`: afterwards `out` is the new output and `new` the previous one."""
+    if _renameat2(new, out, _RENAME_EXCHANGE):
+        return
+    aside = out.with_name(f".{out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
+    os.replace(out, aside)
+    fault("swap-aside")
+    os.replace(new, out)
+    os.replace(aside, new)
+
+
+def _rename_new(new: Path, out: Path) -> None:
+    try:
+        if _renameat2(new, out, _RENAME_NOREPLACE):
+            return
+    except FileExistsError as exc:
+        raise OutputError(f"{out}: was created by someone else during the run. Convert again.") from exc
+    if out.exists():
+        raise OutputError(f"{out}: was created by someone else during the run. Convert again.")
+    os.replace(new, out)

@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 import batch
 import batch.pipeline
-from batch.errors import OutputError
+from batch.errors import OutputError, SourceError
 from batch.schema import TABLES
 from batch.sources.claude_code import discover, group_owner
 from conftest import (
@@ -698,7 +698,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     lock = threading.Lock()
     real = batch.pipeline._convert_batch
 
-    def tracked(files, output, index, tool_result_files, hasher, workers):
+    def tracked(files, output, index, tool_result_files, hasher, workers, stop):
         with lock:
             overlaps[index] = set(running)
             for other in running:
@@ -707,7 +707,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
         threads[index] = workers
         try:
             time.sleep(0.3)  # long enough for batches submitted together to overlap
-            return real(files, output, index, tool_result_files, hasher, workers)
+            return real(files, output, index, tool_result_files, hasher, workers, stop)
         finally:
             with lock:
                 running.discard(index)
@@ -854,11 +854,9 @@ def test_non_empty_folder_without_manifest_is_refused(src, tmp_path):
     assert _leftovers(target) == []
 
 
-def test_a_folder_without_transcripts_gives_empty_tables(tmp_path):
+def test_a_folder_without_transcripts_is_an_error_that_says_what_was_looked_for(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "notes.txt").write_text("not a transcript")
-    result = batch.convert([tmp_path / "src"], tmp_path / "out")
-    assert result.inputs == 0
-    assert set(result.tables.values()) == {0}
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["skipped"] == [{"path": "src/notes.txt", "reason": "not a .jsonl file"}]
+    with pytest.raises(SourceError, match=r"no Claude Code transcripts found in .*src \(1 other files"):
+        batch.convert([tmp_path / "src"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
