@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+import tempfile
+import time
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import duckdb
 import typer
 
-from batch.errors import BatchError
+from batch.errors import BatchError, Interrupted
 from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, convert
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
@@ -31,13 +37,20 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+_options = {"debug": False}
+
+
 @app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an internal error instead of saving it to a file.")
+    ] = False,
 ) -> None:
     """Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB."""
+    _options["debug"] = debug
 
 
 @app.command("convert")
@@ -162,17 +175,71 @@ def _summary(r: ConvertResult) -> str:
 
 # typer vendors click; its UsageError (bad option, missing argument) is BadParameter's base.
 _UsageError = typer.BadParameter.__mro__[1]
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; a user error becomes one `Error: ...` line and exit code 1."""
+    """Run the CLI.
+
+    A user error is one `Error: ...` line and exit code 1. SIGINT, SIGTERM and SIGHUP stop the run,
+    remove its unfinished output and exit 128 + the signal number. Anything else is a bug: one
+    line saying so and where its traceback was saved (`--debug` shows it), and exit code 2.
+    """
+    _options["debug"] = False
+    previous = _catch_signals()
     try:
         code = app(args=argv, standalone_mode=False)
     except (BatchError, _UsageError) as exc:
         message = exc.format_message() if isinstance(exc, _UsageError) else str(exc)
         typer.echo("Error: " + " ".join(message.split()), err=True)
         raise SystemExit(1) from None
-    except typer.Abort:
-        typer.echo("Error: interrupted; the previous output, if any, is unchanged.", err=True)
+    except Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        typer.echo(f"Error: stopped by {name}; the previous output, if any, is unchanged.", err=True)
+        raise SystemExit(128 + exc.signum) from None
+    except typer.Abort:  # end of input at a prompt
+        typer.echo("Error: stopped; the previous output, if any, is unchanged.", err=True)
         raise SystemExit(130) from None
+    except Exception as exc:
+        if _options["debug"]:
+            raise
+        saved = _save_traceback(exc)
+        first = " ".join(str(exc).split())[:300]
+        typer.echo(
+            f"Error: internal error in asr-batch {VERSION} ({type(exc).__name__}: {first}). This is a bug, not a "
+            f"problem with your input. The traceback is in {saved}; please report it with that file "
+            "(or run again with --debug to see it).",
+            err=True,
+        )
+        raise SystemExit(2) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _catch_signals() -> dict:
+    """Turn the first SIGINT, SIGTERM or SIGHUP into `Interrupted`; ignore the ones during cleanup."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    state = {"stopping": False}
+
+    def handler(signum, frame):
+        if state["stopping"]:
+            return
+        state["stopping"] = True
+        raise Interrupted(signum)
+
+    return {signum: signal.signal(signum, handler) for signum in _SIGNALS}
+
+
+def _save_traceback(exc: BaseException) -> str:
+    path = Path(tempfile.gettempdir()) / f"asr-batch-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    text = f"asr-batch {VERSION}, python {sys.version.split()[0]}, argv {sys.argv!r}\n\n" + "".join(
+        traceback.format_exception(exc)
+    )
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError:
+        return "(could not be saved: run again with --debug)"
+    return str(path)

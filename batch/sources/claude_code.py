@@ -172,7 +172,8 @@ def _walk(root: Path, prefix: str):
             dirnames[:] = []
             continue
         visited[key] = shown
-        dirnames.sort()
+        # real folders before links to folders: a folder reached both ways keeps its own name
+        dirnames.sort(key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d))
         for filename in sorted(filenames):
             yield from _file_entry(here / filename, _shown(prefix, (rel / filename).as_posix()), rel.parts)
     for name, why in problems:

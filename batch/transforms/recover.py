@@ -24,7 +24,10 @@ def split_objects(text: str) -> list[str]:
             i += 1
         if i == n:
             return out
-        obj, end = _decoder.raw_decode(text, i)
+        try:
+            obj, end = _decoder.raw_decode(text, i)
+        except RecursionError:
+            raise ValueError("JSON nested deeper than this reader follows") from None
         if not isinstance(obj, dict):
             raise ValueError(f"a JSON {type(obj).__name__} where an object was expected")
         out.append(text[i:end])
@@ -61,5 +64,5 @@ def recover(bad: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _is_non_object(text: str) -> bool:
     try:
         return not isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
