@@ -575,7 +575,8 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
 
 
 def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in version.split("."))
+    # numeric parts in numeric order, before any text part ("2.1.9" < "2.1.10" < "2.1.x")
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.split("."))
 
 
 def _manifest(
