@@ -374,7 +374,7 @@ def _read_checkpoint(
     listed = (metadata or {}).get("sessions")
     for item in listed if isinstance(listed, list) else []:
         path = item.get("metadata") if isinstance(item, dict) else None
-        folder = _listed_folder(path, location) if isinstance(path, str) else None
+        folder = _listed_folder(path, cid, location) if isinstance(path, str) else None
         if folder is not None and folder not in folders:
             folders.append(folder)
     for name_, entry in sorted(entries.items(), key=lambda kv: (len(kv[0]), kv[0])):
@@ -389,7 +389,7 @@ def _read_checkpoint(
         sessions.append(_read_session(repo, cid, location, folder, entries[folder], losses))
     if "tasks" in entries and entries["tasks"].type_str == "tree":
         tasks = _read_tasks(repo, entries["tasks"], location.path("tasks"), cid, losses)
-        _assign_tasks(tasks, sessions, cid, location, losses)
+        _assign_tasks(repo, tasks, sessions, cid, losses)
     for name_, entry in entries.items():
         if name_ not in ("metadata.json", "tasks") and not (entry.type_str == "tree" and name_ in folders):
             losses.append(SourceLoss("unknown_file", f"{name_} is not a file Entire documents; kept unread",
@@ -397,12 +397,13 @@ def _read_checkpoint(
     return Checkpoint(cid, location, metadata, sessions, losses)
 
 
-def _listed_folder(path: str, location: CheckpointLocation) -> str | None:
-    # listed paths are absolute in the commit tree: "/ab/cdef012345/0/metadata.json" or "/0/metadata.json"
+def _listed_folder(path: str, cid: str, location: CheckpointLocation) -> str | None:
+    # Listed paths are absolute in the commit tree: "/ab/cdef012345/0/metadata.json" on the v1 branch,
+    # "/0/metadata.json" under a ref; a checkpoint migrated from v1 to a ref may keep the v1 form.
     parts = path.strip("/").split("/")
-    base = location.base.split("/") if location.base else []
-    if len(parts) == len(base) + 2 and parts[: len(base)] == base:
-        return parts[len(base)]
+    for base in ([], [cid[:2], cid[2:]]) if not location.base else (location.base.split("/"),):
+        if len(parts) == len(base) + 2 and parts[: len(base)] == base:
+            return parts[len(base)]
     return None
 
 
@@ -493,8 +494,7 @@ def _read_tasks(
 
 
 def _assign_tasks(
-    tasks: list[TaskEntry], sessions: list[SessionEntry], cid: str, location: CheckpointLocation,
-    losses: list[SourceLoss],
+    repo: pygit2.Repository, tasks: list[TaskEntry], sessions: list[SessionEntry], cid: str, losses: list[SourceLoss]
 ) -> None:
     """Give each checkpoint-level task folder to the session it belongs to.
 
@@ -659,10 +659,13 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
     compact = read(session.files.get("compact_transcript"))
     native_format = native_format_of(session, transcript)
     if native_format is None and compact is None:
-        agent = session.agent or "unknown"
-        why = "no transcript.jsonl" if transcript is not None else "neither a readable full.jsonl nor transcript.jsonl"
-        losses.append(SourceLoss("unsupported_agent", f"agent {agent}: no native converter for its full.jsonl and {why}",
-                                 cid, folder, session.path))
+        if transcript is not None:
+            losses.append(SourceLoss("unsupported_agent", f"agent {session.agent or 'unknown'}: no native converter "
+                                     "for its full.jsonl, and no transcript.jsonl", cid, folder, session.path))
+        elif "transcript" not in session.files:
+            losses.append(SourceLoss("no_transcript", "the session folder holds neither full.jsonl nor "
+                                     "transcript.jsonl", cid, folder, session.path))
+        # else: full.jsonl is named but unreadable, a missing_blob loss already says so
     return SessionUnit(
         entry=session,
         transcript=transcript,
