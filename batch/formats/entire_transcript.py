@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import polars as pl
-import pyarrow as pa
 
-from batch.schema.base import Table
+from batch.formats.rows import dump_json as _dump
+from batch.formats.rows import to_frame as _frame
 from batch.schema.core import INFERENCE_OBSERVATIONS, LOSSES, PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
+from batch.sources.entire import parse_time as _time
 
 PRODUCER_METHOD = "import"
 SOURCE_FORMAT = "entire-transcript"
@@ -265,24 +265,3 @@ def _losses(
         out.append({"category": "usage.cache", "count": with_tokens,
                     "detail": "ETF v1 writes no cache read or write tokens: input totals are not reported"})
     return [{"session_key": session_key, **loss} for loss in out]
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.astimezone(UTC) if parsed.tzinfo else None
-
-
-def _dump(value: object) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _frame(rows: list[dict], table: Table) -> pl.DataFrame:
-    """Rows as a frame with exactly the table's columns and types; absent columns are null."""
-    schema = table.schema
-    columns = {name: [row.get(name) for row in rows] for name in schema.names}
-    return pl.from_arrow(pa.Table.from_pydict(columns, schema=schema))
