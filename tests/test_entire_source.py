@@ -34,8 +34,12 @@ from tests.entire_repos import (
     WHOLE,
     blob_id,
     build_scenario,
+    commit,
     fixture,
     git,
+    init,
+    meta,
+    root_meta,
 )
 
 V1 = "refs/heads/entire/checkpoints/v1"
@@ -276,3 +280,23 @@ def test_no_process_is_started_per_object(repo, monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", refuse)
     assert len(list(iter_units(repo))) == 9
     assert len(scan_trailers(repo)) == 4
+
+
+def test_absent_trees_are_declared_losses(tmp_path):
+    work = init(tmp_path / "trees")
+    commit(work, V1, {
+        "a0/a0a0a0a0a0/metadata.json": root_meta("a0a0a0a0a0a0", ["0"], base="a0/a0a0a0a0a0"),
+        "a0/a0a0a0a0a0/0/metadata.json": meta(session_id="session-with-absent-folder"),
+        "a1/a1a1a1a1a1/metadata.json": meta(checkpoint_id="a1a1a1a1a1a1", note="absent checkpoint tree"),
+    }, "checkpoints")
+    for spec in (f"{V1}:a0/a0a0a0a0a0/0", f"{V1}:a1/a1a1a1a1a1"):
+        oid = git(work, "rev-parse", spec)
+        (work / ".git" / "objects" / oid[:2] / oid[2:]).unlink()
+    scan = scan_checkpoints(open_repository(work))
+    assert [(x.category, x.checkpoint_id, x.session, x.path) for x in scan.losses] == [
+        ("missing_blob", "a1a1a1a1a1a1", None, "a1/a1a1a1a1a1"),  # checkpoint losses first, then sessions'
+        ("missing_blob", "a0a0a0a0a0a0", "0", "a0/a0a0a0a0a0/0"),
+    ]
+    (unit,) = iter_units(open_repository(work))
+    # the absent folder is the only loss: nothing claims what it held
+    assert (unit.session_key, [x.category for x in unit.losses]) == ("a0a0a0a0a0a0/0", ["missing_blob"])

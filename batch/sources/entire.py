@@ -326,15 +326,13 @@ def _read_branch(repo: pygit2.Repository, name: str, ref: str, scan: Scan) -> It
     if commit is None:
         scan.skipped.append((ref, "does not point to a commit"))
         return
-    root = commit.tree
-    for top in sorted(root, key=lambda e: e.name):
+    for top in sorted(commit.tree, key=lambda e: e.name):
         if top.type_str != "tree" or len(top.name) != 2:
             if top.type_str == "tree" or top.name not in ("README.md", ".gitkeep"):
                 scan.skipped.append((f"{ref}:{top.name}", "not a checkpoint shard folder"))
             continue
-        try:
-            shard = repo[top.id]
-        except OBJECT_ERRORS:
+        shard = _tree_or_none(repo, top)
+        if shard is None:
             scan.skipped.append((f"{ref}:{top.name}", f"tree {top.id} is absent from the repository"))
             continue
         for sub in sorted(shard, key=lambda e: e.name):
@@ -342,19 +340,25 @@ def _read_branch(repo: pygit2.Repository, name: str, ref: str, scan: Scan) -> It
             if sub.type_str != "tree" or not is_checkpoint_id(cid):
                 scan.skipped.append((f"{ref}:{top.name}/{sub.name}", "not a checkpoint folder"))
                 continue
-            try:
-                tree = repo[sub.id]
-            except OBJECT_ERRORS:
-                scan.skipped.append((f"{ref}:{top.name}/{sub.name}", f"tree {sub.id} is absent from the repository"))
-                continue
             location = CheckpointLocation(name, ref, str(commit.id), f"{top.name}/{sub.name}")
-            yield _read_checkpoint(repo, cid, location, tree, root=root)
+            tree = _tree_or_none(repo, sub)
+            if tree is None:
+                yield Checkpoint(cid, location, None, [], [SourceLoss(
+                    "missing_blob", f"tree {sub.id} of the checkpoint is absent from the repository", cid, None,
+                    location.base,
+                )])
+                continue
+            yield _read_checkpoint(repo, cid, location, tree)
 
 
-def _read_checkpoint(
-    repo: pygit2.Repository, cid: str, location: CheckpointLocation, tree: pygit2.Tree, root: pygit2.Tree | None = None
-) -> Checkpoint:
-    root = root if root is not None else tree
+def _tree_or_none(repo: pygit2.Repository, entry: pygit2.Object) -> pygit2.Tree | None:
+    try:
+        return repo[entry.id]
+    except OBJECT_ERRORS:
+        return None
+
+
+def _read_checkpoint(repo: pygit2.Repository, cid: str, location: CheckpointLocation, tree: pygit2.Tree) -> Checkpoint:
     losses: list[SourceLoss] = []
     metadata = None
     entries = {e.name: e for e in tree}
@@ -386,7 +390,7 @@ def _read_checkpoint(
             losses.append(SourceLoss("missing_session_folder", f"metadata.json lists session folder {folder}/, "
                                      "which the checkpoint tree does not hold", cid, folder, location.path(folder)))
             continue
-        sessions.append(_read_session(repo, cid, location, folder, entries[folder], losses))
+        sessions.append(_read_session(repo, cid, location, folder, entries[folder]))
     if "tasks" in entries and entries["tasks"].type_str == "tree":
         tasks = _read_tasks(repo, entries["tasks"], location.path("tasks"), cid, losses)
         _assign_tasks(repo, tasks, sessions, cid, losses)
@@ -408,15 +412,11 @@ def _listed_folder(path: str, cid: str, location: CheckpointLocation) -> str | N
 
 
 def _read_session(
-    repo: pygit2.Repository, cid: str, location: CheckpointLocation, folder: str, entry: pygit2.Object,
-    checkpoint_losses: list[SourceLoss],
+    repo: pygit2.Repository, cid: str, location: CheckpointLocation, folder: str, entry: pygit2.Object
 ) -> SessionEntry:
     session = SessionEntry(cid, location, folder, location.path(folder))
-    try:
-        tree = repo[entry.id]
-    except OBJECT_ERRORS:
-        checkpoint_losses.append(SourceLoss("missing_blob", f"tree {entry.id} of session folder {folder}/ is "
-                                            "absent from the repository", cid, folder, session.path))
+    tree = _subtree(repo, entry, session.path, cid, folder, session.losses)
+    if tree is None:
         return session
     chunks = []
     for child in sorted(tree, key=lambda e: e.name):
@@ -447,16 +447,22 @@ def _read_session(
     return session
 
 
+def _subtree(
+    repo: pygit2.Repository, entry: pygit2.Object, path: str, cid: str, folder: str | None, losses: list[SourceLoss]
+) -> pygit2.Tree | None:
+    """The tree a tree entry names, or None (a declared loss) when it is absent."""
+    tree = _tree_or_none(repo, entry)
+    if tree is None:
+        losses.append(SourceLoss("missing_blob", f"tree {entry.id} is absent from the repository", cid, folder, path))
+    return tree
+
+
 def _walk_files(
     repo: pygit2.Repository, entry: pygit2.Object, path: str, cid: str, folder: str | None, losses: list[SourceLoss]
 ) -> list[FileEntry]:
-    try:
-        tree = repo[entry.id]
-    except OBJECT_ERRORS:
-        losses.append(SourceLoss("missing_blob", f"tree {entry.id} is absent from the repository", cid, folder, path))
-        return []
+    tree = _subtree(repo, entry, path, cid, folder, losses)
     out = []
-    for child in sorted(tree, key=lambda e: e.name):
+    for child in sorted(tree or (), key=lambda e: e.name):
         child_path = f"{path}/{child.name}"
         if child.type_str == "tree":
             out.extend(_walk_files(repo, child, child_path, cid, folder, losses))
@@ -468,13 +474,8 @@ def _walk_files(
 def _read_tasks(
     repo: pygit2.Repository, entry: pygit2.Object, path: str, cid: str, losses: list[SourceLoss]
 ) -> list[TaskEntry]:
-    try:
-        tree = repo[entry.id]
-    except OBJECT_ERRORS:
-        losses.append(SourceLoss("missing_blob", f"tree {entry.id} is absent from the repository", cid, None, path))
-        return []
     tasks = []
-    for child in sorted(tree, key=lambda e: e.name):
+    for child in sorted(_subtree(repo, entry, path, cid, None, losses) or (), key=lambda e: e.name):
         if child.type_str != "tree":
             losses.append(SourceLoss("unknown_file", f"{child.name} in tasks/ is not a task folder; kept unread",
                                      cid, None, f"{path}/{child.name}"))
@@ -662,7 +663,7 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
         if transcript is not None:
             losses.append(SourceLoss("unsupported_agent", f"agent {session.agent or 'unknown'}: no native converter "
                                      "for its full.jsonl, and no transcript.jsonl", cid, folder, session.path))
-        elif "transcript" not in session.files:
+        elif "transcript" not in session.files and not any(x.path == session.path for x in losses):
             losses.append(SourceLoss("no_transcript", "the session folder holds neither full.jsonl nor "
                                      "transcript.jsonl", cid, folder, session.path))
         # else: full.jsonl is named but unreadable, a missing_blob loss already says so
