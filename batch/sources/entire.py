@@ -63,13 +63,7 @@ class Provenance:
     commit_id: str  # tip commit of that reference
     checkpoint_id: str
     path: str  # tree path from the commit's root tree
-    blob_id: str | None  # None when the tree names no such file
-
-    def as_dict(self) -> dict:
-        return {
-            "repository": self.repository, "ref": self.ref, "commit_id": self.commit_id,
-            "checkpoint_id": self.checkpoint_id, "path": self.path, "blob_id": self.blob_id,
-        }
+    blob_id: str
 
 
 @dataclass(frozen=True)
