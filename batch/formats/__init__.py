@@ -1,0 +1,1 @@
+"""What the bytes of a source mean: one module per transcript format."""
