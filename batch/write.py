@@ -63,6 +63,7 @@ class Output:
         self.tmp = self.out.with_name(f".{self.out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
         self.closed = False
         try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
             self.tmp.mkdir()
             self._lock = _hold_marker(self.tmp / MARKER)
         except OSError as exc:

@@ -82,6 +82,13 @@ def test_an_output_holding_files_we_did_not_write_is_refused_and_untouched(src, 
     assert tree(out) == before
 
 
+def test_an_out_in_folders_that_do_not_exist_yet_is_created(src, tmp_path):
+    two_sessions(src)
+    out = tmp_path / "results" / "2026" / "asr-out"
+    batch.convert([src], out)
+    assert catalog_count(out) == 3
+
+
 def test_our_previous_output_is_replaced_whole(src, out):
     write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
     batch.convert([src], out)
