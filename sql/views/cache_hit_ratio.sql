@@ -12,12 +12,12 @@ final as (
         day,
         model,
         count(*) as inferences,
-        sum(input_total_tokens) as input_total_tokens,
-        sum(cache_read_tokens) as cache_read_tokens,
-        sum(cache_write_tokens) as cache_write_tokens,
-        sum(input_uncached_tokens) as input_uncached_tokens,
-        sum(cache_read_tokens) / nullif(sum(input_total_tokens), 0) as cache_hit_ratio,
-        sum(cache_write_tokens) / nullif(sum(input_total_tokens), 0) as cache_write_ratio,
+        cast(sum(input_total_tokens) as bigint) as input_total_tokens,
+        cast(sum(cache_read_tokens) as bigint) as cache_read_tokens,
+        cast(sum(cache_write_tokens) as bigint) as cache_write_tokens,
+        cast(sum(input_uncached_tokens) as bigint) as input_uncached_tokens,
+        cast(sum(cache_read_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_hit_ratio,
+        cast(sum(cache_write_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_write_ratio,
     from costs
     group by day, model
 )

@@ -13,9 +13,9 @@ final as (
         count(distinct session_key) filter (where is_subagent) as subagent_streams,
         count(*) as inferences,
         count(*) filter (where is_subagent) as subagent_inferences,
-        sum(total_tokens) as total_tokens,
-        sum(case when is_subagent then total_tokens else 0 end) as subagent_tokens,
-        sum(case when is_subagent then total_tokens else 0 end) / nullif(sum(total_tokens), 0)
+        cast(sum(total_tokens) as bigint) as total_tokens,
+        cast(sum(case when is_subagent then total_tokens else 0 end) as bigint) as subagent_tokens,
+        cast(sum(case when is_subagent then total_tokens else 0 end) as bigint) / nullif(cast(sum(total_tokens) as bigint), 0)
             as subagent_token_share,
         sum(cost_usd) as cost_usd,
         sum(case when is_subagent then cost_usd else 0 end) as subagent_cost_usd,

@@ -16,8 +16,8 @@ final as (
     select
         c.model,
         count(*) as inferences,
-        sum(c.total_tokens) as total_tokens,
-        sum(c.output_total_tokens) as output_total_tokens,
+        cast(sum(c.total_tokens) as bigint) as total_tokens,
+        cast(sum(c.output_total_tokens) as bigint) as output_total_tokens,
         min(c.day) as first_day,
         max(c.day) as last_day,
         any_value(p.priced_from) as priced_from,

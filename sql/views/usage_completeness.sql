@@ -15,10 +15,10 @@ final as (
         count(*) filter (where not usage_complete) as incomplete_inferences,
         count(*) filter (where not usage_complete) / count(*) as incomplete_share,
         count(*) filter (where usage_source = 'agent_progress') as from_agent_progress,
-        sum(output_total_tokens) as output_total_tokens,
-        coalesce(sum(output_total_tokens) filter (where not usage_complete), 0) as output_tokens_lower_bound,
-        coalesce(sum(output_total_tokens) filter (where not usage_complete), 0)
-            / nullif(sum(output_total_tokens), 0) as output_lower_bound_share,
+        cast(sum(output_total_tokens) as bigint) as output_total_tokens,
+        coalesce(cast(sum(output_total_tokens) filter (where not usage_complete) as bigint), 0) as output_tokens_lower_bound,
+        coalesce(cast(sum(output_total_tokens) filter (where not usage_complete) as bigint), 0)
+            / nullif(cast(sum(output_total_tokens) as bigint), 0) as output_lower_bound_share,
         sum(cost_usd) as cost_usd,
         coalesce(sum(cost_usd) filter (where not usage_complete), 0) as cost_usd_lower_bound,
         coalesce(sum(cost_usd) filter (where not usage_complete), 0)
