@@ -9,7 +9,8 @@ table. `open_catalog` sets `asr_root` to where the folder is now, so a moved or 
 still answers; the duckdb CLI follows a move after `asr-batch catalog OUT` (`refresh_catalog`).
 
 The catalog also holds `model_prices` (data/pricing.csv) for the cost views, so it never reads
-a file outside the output folder.
+a file outside the output folder, and stores the sql/views/ files marked `-- materialized: table`
+as tables, computed once from the new files: rewrite the catalog after changing the prices.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ ROOT = "asr_root"
 PRICES = "model_prices"
 OUTPUT_PATH = "asr_output_path"
 _READS = re.compile(r"^--\s*reads:\s*(.*)$", re.MULTILINE)
+# A view file whose header says `-- materialized: table` is stored as a table: the output never
+# changes after the swap, and the views that read it answer in a fraction of the time.
+_MATERIALIZED = re.compile(r"^--\s*materialized:\s*table\s*$", re.MULTILINE)
 
 
 def _package_dir(name: str) -> Path:
@@ -116,8 +120,9 @@ def write_catalog(folder: Path, out: Path, *, pricing: Path | None = None) -> No
                 con.execute(stmt)
             con.execute(_prices_sql(pricing or pricing_csv()))
             for name, text in view_files().items():
+                kind = "table" if _MATERIALIZED.search(text) else "view"
                 try:
-                    con.execute(f"create or replace view {name} as\n{text}")
+                    con.execute(f"create or replace {kind} {name} as\n{text}")
                 except duckdb.Error as exc:
                     raise BatchError(f"sql/views/{name}.sql failed: {exc}") from exc
         os.replace(partial, path)

@@ -1,5 +1,6 @@
 -- hook_failures: one row per (hook event, command): executions and how many failed.
 -- reads: hooks
+-- materialized: table
 -- One execution can be reported several times (a start line, its outcome, a stop summary):
 -- rows of hooks sharing execution_key are one execution. Its outcome is the worst status
 -- reported: failed (error, non_blocking_error, or cancelled), else blocked (the hook blocked the

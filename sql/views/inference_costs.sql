@@ -1,6 +1,7 @@
 -- inference_costs: one row per inference (inference_id): its tokens, the stream and project it
 -- belongs to, the price in force on the day of the response, and its cost in USD.
 -- reads: inferences, records, sessions, model_prices
+-- materialized: table
 --
 -- Price: the model_prices row of the same model with the latest effective_date on or before the
 -- response's UTC day. No such row: cost_usd is null and is_priced false, never 0.
@@ -16,7 +17,7 @@ with inferences as (
 ),
 
 responses as (
-    select record_id, timestamp as responded_at from records
+    select record_id, timestamp as responded_at from records where inference_id is not null
 ),
 
 streams as (
