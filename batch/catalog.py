@@ -26,6 +26,7 @@ import duckdb
 
 from batch.errors import BatchError, OutputError
 from batch.schema import TABLES
+from batch.sql import sql_dir
 
 CATALOG = "asr.duckdb"
 MANIFEST = "manifest.json"
@@ -38,20 +39,15 @@ _READS = re.compile(r"^--\s*reads:\s*(.*)$", re.MULTILINE)
 _MATERIALIZED = re.compile(r"^--\s*materialized:\s*table\s*$", re.MULTILINE)
 
 
-def _package_dir(name: str) -> Path:
-    # Installed: batch/<name> (hatch force-include); from a checkout: <repo>/<name>.
-    packaged = Path(__file__).parent / name
-    return packaged if packaged.exists() else Path(__file__).parent.parent / name
-
-
 def pricing_csv() -> Path:
-    """Return the dated pricing table shipped with asr-batch."""
-    return _package_dir("data") / "pricing.csv"
+    """Return the dated pricing table shipped with asr-batch (inside the package, else the checkout's)."""
+    packaged = Path(__file__).parent / "data" / "pricing.csv"
+    return packaged if packaged.is_file() else Path(__file__).parent.parent / "data" / "pricing.csv"
 
 
 def view_files() -> dict[str, str]:
     """Return name -> SQL of every sql/views/ file, in an order where each view follows what it reads."""
-    folder = _package_dir("sql") / "views"
+    folder = sql_dir() / "views"
     texts = {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.sql"))}
     reads = {}
     for name, text in texts.items():

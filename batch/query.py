@@ -83,8 +83,11 @@ def run(con: duckdb.DuckDBPyConnection, query: str) -> Result | None:
 
 
 def _fetch(cursor) -> Iterator[tuple]:
-    while batch := cursor.fetchmany(_BATCH_ROWS):
-        yield from batch
+    try:
+        while batch := cursor.fetchmany(_BATCH_ROWS):
+            yield from batch
+    except duckdb.Error as exc:
+        raise BatchError(f"query failed while reading its rows: {_first_line(exc)}") from exc
 
 
 def note(result: Result) -> str | None:

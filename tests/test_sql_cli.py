@@ -280,3 +280,11 @@ def test_commands_have_help(capsys, command, expected):
     assert (code, err) == (0, "")
     for word in expected:
         assert word in stdout.lower(), (word, stdout)
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "markdown"])
+def test_an_error_while_running_is_one_line(capsys, out, fmt):
+    code, _, err = invoke(capsys, "sql", str(out), "select range, error('late ' || range) from range(5000) where range > 4000",
+                          "--format", fmt)
+    assert code == 1
+    assert_one_error_line(err, "late 4001")
