@@ -28,7 +28,7 @@ bench: $(STAMP)
 OUT ?= out
 CHARTS ?=
 notebooks: $(STAMP)
-	@for nb in notebooks/*.py; do \
+	@for nb in $(filter-out notebooks/common.py,$(wildcard notebooks/*.py)); do \
 		echo "running $$nb on $(OUT)"; \
 		MPLBACKEND=Agg $(BIN)/python $$nb -- --out $(OUT) $(if $(CHARTS),--charts $(CHARTS)) || exit 1; \
 	done

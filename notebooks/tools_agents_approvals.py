@@ -6,32 +6,13 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
-    import os
-    from pathlib import Path
-
     import marimo as mo
     import matplotlib.pyplot as plt
 
-    from batch.catalog import open_catalog
+    from common import open_output, save
 
-    # The output folder: `-- --out DIR` after the notebook's name, else $ASR_OUT, else out/.
-    out = Path(mo.cli_args().get("out") or os.environ.get("ASR_OUT", "out"))
-    # Where to save the charts as PNG files (`-- --charts DIR` or $ASR_CHARTS); none by default.
-    charts = mo.cli_args().get("charts") or os.environ.get("ASR_CHARTS")
-    charts = Path(charts) if charts else None
-    con = open_catalog(out)
-    return charts, con, mo, out, plt
-
-
-@app.cell
-def _(charts):
-    def save(fig, name):
-        """Save a chart as charts/<name>.png when a charts folder is given."""
-        if charts is not None:
-            charts.mkdir(parents=True, exist_ok=True)
-            fig.savefig(charts / f"{name}.png", dpi=100, bbox_inches="tight")
-        return fig
-    return (save,)
+    out, con, charts = open_output(mo.cli_args())
+    return charts, con, mo, out, plt, save
 
 
 @app.cell
@@ -54,7 +35,7 @@ def _(con, mo, out):
 
 
 @app.cell
-def _(con, plt, save):
+def _(charts, con, plt, save):
     rates = con.sql("""
         select tool_kind, calls, error_rate, denial_rate, interruption_rate
         from tool_rates
@@ -73,7 +54,7 @@ def _(con, plt, save):
     ax_rates.set_title("Tool outcomes by kind")
     ax_rates.legend(frameon=False)
     ax_rates.spines[["top", "right"]].set_visible(False)
-    save(fig_rates, "tool_error_rates")
+    save(fig_rates, charts, "tool_error_rates")
     return
 
 
@@ -96,7 +77,7 @@ def _(con, mo):
 
 
 @app.cell
-def _(con, plt, save):
+def _(charts, con, plt, save):
     share = con.sql("""
         select root_session_key, total_tokens, subagent_tokens
         from subagent_share
@@ -115,7 +96,7 @@ def _(con, plt, save):
     ax_share.tick_params(axis="x", labelrotation=60, labelsize="small")
     ax_share.legend(frameon=False)
     ax_share.spines[["top", "right"]].set_visible(False)
-    save(fig_share, "subagent_share")
+    save(fig_share, charts, "subagent_share")
     return
 
 

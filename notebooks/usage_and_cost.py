@@ -6,32 +6,13 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
-    import os
-    from pathlib import Path
-
     import marimo as mo
     import matplotlib.pyplot as plt
 
-    from batch.catalog import open_catalog
+    from common import open_output, save
 
-    # The output folder: `-- --out DIR` after the notebook's name, else $ASR_OUT, else out/.
-    out = Path(mo.cli_args().get("out") or os.environ.get("ASR_OUT", "out"))
-    # Where to save the charts as PNG files (`-- --charts DIR` or $ASR_CHARTS); none by default.
-    charts = mo.cli_args().get("charts") or os.environ.get("ASR_CHARTS")
-    charts = Path(charts) if charts else None
-    con = open_catalog(out)
-    return charts, con, mo, out, plt
-
-
-@app.cell
-def _(charts):
-    def save(fig, name):
-        """Save a chart as charts/<name>.png when a charts folder is given."""
-        if charts is not None:
-            charts.mkdir(parents=True, exist_ok=True)
-            fig.savefig(charts / f"{name}.png", dpi=100, bbox_inches="tight")
-        return fig
-    return (save,)
+    out, con, charts = open_output(mo.cli_args())
+    return charts, con, mo, out, plt, save
 
 
 @app.cell
@@ -66,7 +47,7 @@ def _(con, mo, out):
 
 
 @app.cell
-def _(con, plt, save):
+def _(charts, con, plt, save):
     by_day = con.sql("""
         select day, model, total_tokens from usage_by_day order by day, model
     """).pl()
@@ -84,12 +65,12 @@ def _(con, plt, save):
     ax_tokens.legend(fontsize="small", frameon=False)
     ax_tokens.tick_params(axis="x", labelrotation=45, labelsize="small")
     ax_tokens.spines[["top", "right"]].set_visible(False)
-    save(fig_tokens, "tokens_by_day_and_model")
+    save(fig_tokens, charts, "tokens_by_day_and_model")
     return
 
 
 @app.cell
-def _(con, plt, save):
+def _(charts, con, plt, save):
     projects = con.sql("""
         select project, cost_usd, unpriced_inferences, is_lower_bound
         from usage_by_project
@@ -103,7 +84,7 @@ def _(con, plt, save):
     ax_cost.set_xlabel("USD at list prices (a lower bound where output counts are placeholders)")
     ax_cost.set_title("Cost by project (working directory of the main session)")
     ax_cost.spines[["top", "right"]].set_visible(False)
-    save(fig_cost, "cost_by_project")
+    save(fig_cost, charts, "cost_by_project")
     return
 
 

@@ -12,7 +12,7 @@ import pytest
 import batch
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.py") if p.stem != "common")
 CHARTS = {
     "usage_and_cost": {"tokens_by_day_and_model.png", "cost_by_project.png"},
     "tools_agents_approvals": {"tool_error_rates.png", "subagent_share.png"},
