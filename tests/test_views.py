@@ -66,7 +66,7 @@ INFERENCES = [
 
 
 def prompt(n, session, *, author=None, origin=None, is_meta=None, kind="message", native_type="user"):
-    return dict(record_id=f"{session}:p{n}", session_key=session, kind=kind, native_type=native_type,
+    return dict(record_id=f"{session}:p{n}", session_key=session, seq=n, kind=kind, native_type=native_type,
                 author=author, origin=origin, is_meta=is_meta)
 
 
@@ -101,10 +101,12 @@ TABLE_ROWS = {
         prompt(2, S1),  # no marker: a prompt whose author the transcript does not say
         prompt(3, S1, author="harness", origin="injected", is_meta=True),
         prompt(4, S1, author="harness", origin="injected"),
-        prompt(5, S1, origin="command"),
+        prompt(5, S1, origin="command"),  # a local command: the next user message is not its expansion
         prompt(6, S1, author="tool", origin="tool", kind="tool_result"),
         prompt(7, S1, author="hook", origin="injected"),
         prompt(8, A1, author="agent", origin="prompt"),
+        prompt(9, S1, origin="command"),  # /init: expanded into the meta prompt that follows
+        prompt(10, S1, author="harness", origin="injected", is_meta=True),
     ],
     "tool_calls": [
         call("c1", S1, "Bash", "execute", "completed"),
@@ -311,10 +313,10 @@ def test_compactions_per_session_lists_every_stream(con):
 
 def test_session_stats(con):
     assert rows(con, """
-        select session_key, root_session_key, duration_minutes, records, prompts, inferences, tool_calls
+        select session_key, root_session_key, duration_minutes, records, turns, inferences, tool_calls
         from session_stats
     """) == [
-        (S1, S1, 30.0, 10, 2, 1, 5),  # a human prompt and an unmarked one
+        (S1, S1, 30.0, 10, 3, 1, 5),  # a human prompt, an unmarked one and an expanded command
         (A1, S1, 5.0, 4, 1, 1, 0),  # the agent's prompt
         (S2, S2, 6.0, 3, 0, 3, 4),
         (B9, "S9", None, 2, 0, 1, 0),

@@ -1,29 +1,37 @@
--- session_stats: one row per stream (session_key): its length in records, its turns (prompts),
--- responses, tool calls and wall-clock duration.
+-- session_stats: one row per stream (session_key): its length in records, its turns, responses,
+-- tool calls and wall-clock duration.
 -- reads: sessions, records, inferences, tool_calls
--- prompts: user messages that start a turn: not meta, not injected by the harness or a hook,
--- not a slash command, not a tool result. A prompt whose author the transcript does not say
--- (author null, most versions before 2.1) counts. duration_minutes: from the first to the last
--- timestamp of the stream, idle time included.
+-- turns: user messages that start a turn of the model: a prompt (not meta, not injected by the
+-- harness or a hook, not a tool result; one whose author the transcript does not say counts),
+-- or a slash command that Claude Code expanded into a prompt (the next user message is its
+-- meta expansion, as /init or a custom command); local commands (/exit, /export, /compact)
+-- answered by the harness alone are not turns. Claude Code's "[Request interrupted by user]"
+-- line is a user message without author marker in versions before 2.1: it counts as a turn.
+-- duration_minutes: from the first to the last timestamp of the stream, idle time included.
 with streams as (
     select * from sessions
 ),
 
-records as (
-    select session_key, kind, native_type, author, origin, is_meta from records
+user_messages as (
+    select
+        session_key,
+        author,
+        origin,
+        is_meta,
+        lead(is_meta) over (partition by session_key order by seq) as is_next_meta,
+    from records
+    where kind = 'message' and native_type = 'user'
 ),
 
-prompts as (
-    select session_key, count(*) as prompts
-    from records
-    where kind = 'message'
-        and native_type = 'user'
-        and not coalesce(is_meta, false)
+turns as (
+    select session_key, count(*) as turns
+    from user_messages
+    where not coalesce(is_meta, false)
         and author is distinct from 'harness'
         and author is distinct from 'hook'
         and author is distinct from 'tool'
-        and origin is distinct from 'command'
         and origin is distinct from 'injected'
+        and (origin is distinct from 'command' or coalesce(is_next_meta, false))
     group by session_key
 ),
 
@@ -46,11 +54,11 @@ final as (
         s.ended_at,
         (epoch_ms(s.ended_at) - epoch_ms(s.started_at)) / 60000.0 as duration_minutes,
         s.record_count as records,
-        coalesce(p.prompts, 0) as prompts,
+        coalesce(t.turns, 0) as turns,
         coalesce(r.inferences, 0) as inferences,
         coalesce(c.tool_calls, 0) as tool_calls,
     from streams as s
-    left join prompts as p using (session_key)
+    left join turns as t using (session_key)
     left join responses as r using (session_key)
     left join calls as c using (session_key)
 )
