@@ -135,7 +135,7 @@ def _sql_text(query: str | None, file: Path | None) -> str | None:
 
 def _moved_note(con, out: Path) -> None:
     built = built_root(con)
-    if built is not None and built != str(out.resolve()):
+    if built is not None and Path(built).resolve() != out.resolve():
         typer.echo(
             f"Note: this output was built in {built}; `asr-batch sql` reads it where it is, "
             f"`duckdb {out / 'asr.duckdb'}` only after `asr-batch catalog {out}`.",
