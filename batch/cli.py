@@ -105,6 +105,8 @@ def sql_cmd(
     try:
         _moved_note(con, out)
         if text is None:
+            import readline  # noqa: F401  (line editing and history for input())
+
             q.shell(con, read=input, write=typer.echo, error=lambda line: typer.echo(line, err=True))
             return
         result = q.run(con, text)

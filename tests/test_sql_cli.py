@@ -272,3 +272,12 @@ def test_an_error_while_running_is_one_line(capsys, out, fmt):
                           "--format", fmt)
     assert code == 1
     assert_one_error_line(err, "late 4001")
+
+
+def test_an_output_without_catalog_says_how_to_rebuild_it(capsys, out):
+    (out / "asr.duckdb").unlink()
+    code, _, err = invoke(capsys, "sql", str(out), "select 1")
+    assert code == 1
+    assert_one_error_line(err, f"asr-batch catalog {out}")
+    assert invoke(capsys, "catalog", str(out))[0] == 0
+    assert invoke(capsys, "sql", str(out), "select count(*) as n from inference_costs", "--format", "csv")[1] == "n\n2\n"
