@@ -363,3 +363,9 @@ def test_views_run_on_the_real_corpus(corpus_out: Path):
         ).fetchall()
         # every model of the corpus has a price on the day of its responses
         assert con.sql("select * from unpriced_models").fetchall() == []
+
+
+def test_every_view_is_documented():
+    docs = (Path(__file__).parent.parent / "docs" / "asr-tables.md").read_text()
+    for name in view_files():
+        assert f"| `{name}` |" in docs, name
