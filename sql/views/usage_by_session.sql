@@ -8,7 +8,7 @@ with costs as (
 ),
 
 mains as (
-    select session_key as root_session_key, title, started_at, ended_at from sessions
+    select session_key as root_session_key, title from sessions
 ),
 
 totals as (
