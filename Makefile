@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test bench bench-views notebooks docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,19 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --floor
+
+# Run every notebook headless against an output folder: make notebooks OUT=asr-out [CHARTS=dir for PNGs]
+OUT ?= out
+CHARTS ?=
+notebooks: $(STAMP)
+	@for nb in $(filter-out notebooks/common.py,$(wildcard notebooks/*.py)); do \
+		echo "running $$nb on $(OUT)"; \
+		MPLBACKEND=Agg $(BIN)/python $$nb -- --out $(OUT) $(if $(CHARTS),--charts $(CHARTS)) || exit 1; \
+	done
+
+# Time every view on the 2 GiB benchmark output next to the raw JSONL (see docs/performance.md)
+bench-views: $(STAMP)
+	$(BIN)/python bench/views.py --size-mb 2048
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -1,43 +1,192 @@
-"""The DuckDB catalog of an output folder: OUT/asr.duckdb, one view per table.
+"""The DuckDB catalog of an output folder: OUT/asr.duckdb, a view per table and per sql/views/ file.
 
-The catalog is written into the run's temporary folder before the swap, with views that name
-the files at their final place (absolute paths, so it opens from any working directory). Those
-files do not exist yet when the views are created: `allow_empty` is true only while the
-variable `asr_building` is set, so the build binds and a later query of a missing folder fails
-loudly instead of returning an empty table.
+The catalog is written into the run's temporary folder before the swap. Each table view reads
+`<root>/<table>/*.parquet`, where root is the variable `asr_root` when it is set, else the
+absolute path of the output at its final place (so `duckdb OUT/asr.duckdb` works from any
+working directory). While building, `asr_root` is the temporary folder: every view binds against
+the new files, and a later query of a missing folder fails loudly instead of returning an empty
+table. `open_catalog` sets `asr_root` to where the folder is now, so a moved or copied output
+still answers; the duckdb CLI follows a move after `asr-batch catalog OUT` (`refresh_catalog`).
+
+The catalog also holds `model_prices` (data/pricing.csv) for the cost views, so it never reads
+a file outside the output folder, and stores the sql/views/ files marked `-- materialized: table`
+as tables, computed once from the new files: rewrite the catalog after changing the prices.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
+import uuid
 from pathlib import Path
 
 import duckdb
 
+from batch.errors import BatchError, OutputError
 from batch.schema import TABLES
+from batch.sql import sql_dir
 
 CATALOG = "asr.duckdb"
-BUILDING = "asr_building"
+MANIFEST = "manifest.json"
+ROOT = "asr_root"
+PRICES = "model_prices"
+OUTPUT_PATH = "asr_output_path"
+_READS = re.compile(r"^--\s*reads:\s*(.*)$", re.MULTILINE)
+# A view file whose header says `-- materialized: table` is stored as a table: the output never
+# changes after the swap, and the views that read it answer in a fraction of the time.
+_MATERIALIZED = re.compile(r"^--\s*materialized:\s*table\s*$", re.MULTILINE)
 
 
-def _quote(path: Path) -> str:
-    # DDL takes no parameters: the path is a literal, quoted by doubling single quotes.
-    return "'" + str(path).replace("'", "''") + "'"
+def pricing_csv() -> Path:
+    """Return the dated pricing table shipped with asr-batch (inside the package, else the checkout's)."""
+    packaged = Path(__file__).parent / "data" / "pricing.csv"
+    return packaged if packaged.is_file() else Path(__file__).parent.parent / "data" / "pricing.csv"
 
 
-def view_sql(out: Path) -> list[str]:
-    """Return `create view` statements exposing every table of the output folder `out` by name."""
+def view_files() -> dict[str, str]:
+    """Return name -> SQL of every sql/views/ file, in an order where each view follows what it reads."""
+    folder = sql_dir() / "views"
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.sql"))}
+    reads = {}
+    for name, text in texts.items():
+        match = _READS.search(text)
+        if match is None:
+            raise BatchError(f"sql/views/{name}.sql: no `-- reads:` header; name the relations it reads.")
+        reads[name] = [r.strip() for r in match.group(1).split(",") if r.strip()]
+    ordered: dict[str, str] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered:
+            return
+        if name in path:
+            raise BatchError(f"sql/views/{name}.sql: reads itself through {' -> '.join(path)}.")
+        for dep in reads[name]:
+            if dep in texts:
+                visit(dep, (*path, name))
+        ordered[name] = texts[name]
+
+    for name in texts:
+        visit(name, ())
+    return ordered
+
+
+def _quote(text: str) -> str:
+    # DDL takes no parameters: literals are quoted by doubling single quotes.
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_view_sql(out: Path) -> list[str]:
+    """Return the statements exposing every table of the output folder `out` by name."""
     return [
-        f"create or replace view {t.name} as select * from read_parquet("
-        f"{_quote(out / t.name / '*.parquet')}, allow_empty = coalesce(getvariable('{BUILDING}'), false))"
-        for t in TABLES
+        f"create or replace macro {OUTPUT_PATH}() as {_quote(str(out))}",
+        *(
+            f"create or replace view {t.name} as select * from read_parquet("
+            f"coalesce(getvariable('{ROOT}'), {OUTPUT_PATH}()) || '/{t.name}/*.parquet')"
+            for t in TABLES
+        ),
     ]
 
 
-def write_catalog(folder: Path, out: Path) -> None:
-    """Write `folder`/asr.duckdb with views over the tables as they will stand in `out`."""
+def _prices_sql(pricing: Path) -> str:
+    return (
+        f"create or replace table {PRICES} as select * from read_csv({_quote(str(pricing))}, "
+        "header = true, columns = {'model': 'varchar', 'effective_date': 'date', "
+        "'input_usd_per_mtok': 'decimal(10,4)', 'output_usd_per_mtok': 'decimal(10,4)', "
+        "'cache_write_5m_usd_per_mtok': 'decimal(10,4)', 'cache_write_1h_usd_per_mtok': 'decimal(10,4)', "
+        "'cache_read_usd_per_mtok': 'decimal(10,4)', 'source': 'varchar', 'checked_on': 'date'}) "
+        "order by model, effective_date"
+    )
+
+
+def write_catalog(folder: Path, out: Path, *, pricing: Path | None = None) -> None:
+    """Write `folder`/asr.duckdb with views over the tables as they will stand in `out`.
+
+    The tables must already be in `folder`: the views are bound against them. `pricing`: a CSV
+    laid out like data/pricing.csv (default: the one shipped with asr-batch).
+    """
     path = folder / CATALOG
-    path.unlink(missing_ok=True)
-    with duckdb.connect(str(path)) as con:
-        con.execute(f"set variable {BUILDING} = true")
-        for stmt in view_sql(out):
-            con.execute(stmt)
+    partial = folder / f".{CATALOG}.partial"
+    partial.unlink(missing_ok=True)
+    try:
+        with duckdb.connect(str(partial)) as con:
+            con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
+            for stmt in table_view_sql(out):
+                con.execute(stmt)
+            con.execute(_prices_sql(pricing or pricing_csv()))
+            for name, text in view_files().items():
+                kind = "table" if _MATERIALIZED.search(text) else "view"
+                try:
+                    con.execute(f"create or replace {kind} {name} as\n{text}")
+                except duckdb.Error as exc:
+                    raise BatchError(f"sql/views/{name}.sql failed: {exc}") from exc
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def built_root(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Return the output path a catalog's views read when `asr_root` is not set."""
+    try:
+        return con.sql(f"select {OUTPUT_PATH}()").fetchall()[0][0]
+    except duckdb.Error:
+        return None
+
+
+def _check_output(out: Path) -> Path:
+    """Return the resolved folder when it holds an asr-batch manifest; else raise."""
+    try:
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("name") != "asr":
+        raise BatchError(f"{out}: no asr-batch {MANIFEST} here. Pass a folder written by `asr-batch convert`.")
+    return out.resolve()
+
+
+def refresh_catalog(out: Path) -> Path:
+    """Rewrite OUT/asr.duckdb for where the output folder is now (after a move or copy)."""
+    root = _check_output(out)
+    missing = [t.name for t in TABLES if not (root / t.name).is_dir()]
+    if missing:
+        raise OutputError(f"{out}: table folders missing ({', '.join(missing)}). Convert again into this folder.")
+    try:
+        write_catalog(root, root)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write {CATALOG} ({exc.strerror}). Check the folder's permissions.") from exc
+    return root / CATALOG
+
+
+def open_catalog(out: Path) -> duckdb.DuckDBPyConnection:
+    """Open OUT/asr.duckdb read-only, so that queries read the output and nothing else.
+
+    The connection cannot write the catalog (read-only), reads files only inside the output
+    folder (enable_external_access off, allowed_directories the folder), loads no extension,
+    keeps its temporary files in a folder of its own outside the output, and cannot change
+    these settings (lock_configuration). Statements that write files inside the folder (COPY,
+    EXPORT) pass those settings: `batch.query.split` refuses them.
+    """
+    root = _check_output(out)
+    if not (root / CATALOG).is_file():
+        raise BatchError(f"{out}: no {CATALOG} here. Rebuild it with `asr-batch catalog {out}`.")
+    # Spilled rows go to a folder of their own outside the output; DuckDB creates it only when
+    # it spills and removes it on close.
+    spill = Path(tempfile.gettempdir()) / f"asr-sql-{uuid.uuid4().hex[:12]}"
+    try:
+        con = duckdb.connect(
+            str(root / CATALOG),
+            read_only=True,
+            config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+        )
+    except duckdb.Error as exc:
+        raise BatchError(f"{out}: {CATALOG} cannot be opened ({exc}). Rebuild it with `asr-batch catalog {out}`.") from exc
+    con.execute("set temp_directory = $dir", {"dir": str(spill)})
+    con.execute("set allowed_directories = $dirs", {"dirs": [str(root) + os.sep]})
+    con.execute("set enable_external_access = false")
+    con.execute("set allow_persistent_secrets = false")
+    con.execute("set enable_progress_bar = false")
+    con.execute("set lock_configuration = true")
+    con.execute(f"set variable {ROOT} = $root", {"root": str(root)})
+    return con

@@ -12,7 +12,6 @@ import traceback
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
 from batch.errors import BatchError, Interrupted
@@ -20,8 +19,8 @@ from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, 
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
 from batch.version import VERSION
-from batch.catalog import view_sql
-from batch.write import MANIFEST
+from batch import query as q
+from batch.catalog import built_root, open_catalog, refresh_catalog
 
 app = typer.Typer(
     help="Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB.",
@@ -93,48 +92,85 @@ def convert_cmd(
 def sql_cmd(
     out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
     query: Annotated[
-        str | None, typer.Argument(help="SQL to run over the tables; omit to print the view definitions.")
+        str | None,
+        typer.Argument(
+            help="SQL to run over the tables and views. Omit it for an interactive prompt "
+            "(or to read the SQL from a pipe).",
+            show_default=False,
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print at most.")] = 40,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Read the SQL from this file.", show_default=False)
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, csv, json (an array of objects) or markdown.")
+    ] = "table",
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help=f"Rows to print at most. Default: {q.TABLE_LIMIT} for table, all otherwise."),
+    ] = None,
 ) -> None:
-    """Run a DuckDB query over an output folder, every table available by name."""
-    if not (out / MANIFEST).is_file():
-        raise BatchError(f"{out}: no {MANIFEST} here. Pass a folder written by `asr-batch convert`.")
-    statements = view_sql(out.resolve())
-    if query is None:
-        typer.echo(";\n".join(statements) + ";")
-        return
-    with duckdb.connect() as con:
-        con.execute("set enable_progress_bar = false")
-        try:
-            for stmt in statements:
-                con.execute(stmt)
-        except duckdb.Error as exc:
-            raise BatchError(
-                f"{out}: a table folder is missing or unreadable ({exc}). Convert again into this folder."
-            ) from exc
-        try:
-            rel = con.sql(query)
-        except duckdb.Error as exc:
-            raise BatchError(f"query failed: {exc}") from exc
-        if rel is None:
+    """Query an output folder with DuckDB, read-only: every table and view available by name."""
+    if fmt not in q.FORMATS:
+        raise BatchError(f"--format {fmt}: use one of {', '.join(q.FORMATS)}.")
+    text = _sql_text(query, file)
+    con = open_catalog(out)
+    try:
+        _moved_note(con, out)
+        if text is None:
+            import readline  # noqa: F401  (line editing and history for input())
+
+            q.shell(con, read=input, write=typer.echo, error=lambda line: typer.echo(line, err=True))
             return
-        typer.echo(_table(rel, limit))
+        result = q.run(con, text)
+        if result is None:
+            return
+        if (message := q.note(result)) is not None:
+            typer.echo(message, err=True)
+        q.render(result, fmt, limit=limit, write=typer.echo)
+    finally:
+        con.close()
+
+
+def _sql_text(query: str | None, file: Path | None) -> str | None:
+    """The SQL to run: the argument, the --file, or a pipe on stdin; None for an interactive prompt."""
+    if query is not None and file is not None:
+        raise BatchError("pass the SQL either as an argument or with --file, not both.")
+    if file is not None:
+        try:
+            return file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BatchError(f"{file}: cannot be read ({getattr(exc, 'strerror', None) or exc}).") from exc
+    if query is not None:
+        return query
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    return sys.stdin.read()
+
+
+def _moved_note(con, out: Path) -> None:
+    built = built_root(con)
+    if built is not None and Path(built).resolve() != out.resolve():
+        typer.echo(
+            f"Note: this output was built in {built}; `asr-batch sql` reads it where it is, "
+            f"`duckdb {out / 'asr.duckdb'}` only after `asr-batch catalog {out}`.",
+            err=True,
+        )
+
+
+@app.command("catalog")
+def catalog_cmd(
+    out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
+) -> None:
+    """Rewrite OUT/asr.duckdb for where the folder is now, after moving or copying it."""
+    path = refresh_catalog(out)
+    typer.echo(f"Rewrote {path}: `duckdb {path}` reads the tables in {path.parent}.")
 
 
 @app.command("schema")
 def schema_cmd() -> None:
     """Print every output table and column as Markdown."""
     typer.echo(markdown())
-
-
-def _table(rel: duckdb.DuckDBPyRelation, limit: int) -> str:
-    rows = rel.limit(limit).fetchall()
-    cols = rel.columns
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(cols)]
-    line = lambda vals: "  ".join(v[:60].ljust(w) for v, w in zip(vals, widths))  # noqa: E731
-    return "\n".join([line(cols), line(["-" * w for w in widths]), *map(line, cells)])
 
 
 class _progress:

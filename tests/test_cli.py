@@ -180,13 +180,6 @@ def test_sql_sees_every_table(capsys, converted):
     assert "12" in stdout
 
 
-def test_sql_without_query_prints_the_view_definitions(capsys, converted):
-    code, stdout, _ = invoke(capsys, "sql", str(converted))
-    assert code == 0
-    assert "create or replace view records" in stdout
-    assert "create or replace view inferences" in stdout
-
-
 def test_sql_on_a_folder_without_manifest_is_one_error_line(capsys, tmp_path):
     folder = tmp_path / "not-an-output"
     folder.mkdir()
@@ -214,16 +207,3 @@ def test_version_prints_the_version(capsys):
     assert code == 0
     assert stdout.strip() == f"asr-batch {batch.__version__}"
     assert err == ""
-
-
-def test_sql_on_an_output_missing_a_table_is_one_error_line(tmp_path, capsys):
-    import shutil
-
-    out = tmp_path / "out"
-    batch.convert([Path(__file__).parent.parent / "data" / "sample"], out)
-    shutil.rmtree(out / "hooks")
-    with pytest.raises(SystemExit) as exc:
-        main(["sql", str(out), "select count(*) from records"])
-    assert exc.value.code == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("Error: ") and "Convert again" in err[0]

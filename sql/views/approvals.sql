@@ -1,0 +1,24 @@
+-- approvals: one row per (decider, decision) of the tool calls whose result records a
+-- permission decision (ASR-279: Claude Code stores no permission requests, only the decision).
+-- reads: tool_calls
+-- decided_by: policy (configuration), user, hook or classifier; decision: allow_once,
+-- allow_always or reject_once. share: of all calls with a recorded decision.
+with calls as (
+    select * from tool_calls
+    where permission is not null or permission_decided_by is not null
+),
+
+final as (
+    select
+        permission_decided_by as decided_by,
+        permission as decision,
+        count(*) as calls,
+        count(distinct tool_name) as tools,
+        count(*) filter (where status = 'denied') as denied_calls,
+        count(*) / sum(count(*)) over () as share,
+    from calls
+    group by permission_decided_by, permission
+)
+
+select * from final
+order by calls desc, decided_by, decision

@@ -1,0 +1,26 @@
+-- cache_hit_ratio: one row per (UTC day, model): how much of the input was read from the cache.
+-- reads: inference_costs
+-- cache_hit_ratio = cache reads / total input (uncached + cache reads + cache writes), over the
+-- inferences that report all three (input_total_tokens not null); the others are not counted.
+with costs as (
+    select * from inference_costs
+    where input_total_tokens is not null
+),
+
+final as (
+    select
+        day,
+        model,
+        count(*) as inferences,
+        cast(sum(input_total_tokens) as bigint) as input_total_tokens,
+        cast(sum(cache_read_tokens) as bigint) as cache_read_tokens,
+        cast(sum(cache_write_tokens) as bigint) as cache_write_tokens,
+        cast(sum(input_uncached_tokens) as bigint) as input_uncached_tokens,
+        cast(sum(cache_read_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_hit_ratio,
+        cast(sum(cache_write_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_write_ratio,
+    from costs
+    group by day, model
+)
+
+select * from final
+order by day, model

@@ -1,0 +1,111 @@
+-- inference_costs: one row per inference (inference_id): its tokens, the stream and project it
+-- belongs to, the price in force on the day of the response, and its cost in USD.
+-- reads: inferences, records, sessions, model_prices
+-- materialized: table
+--
+-- Price: the model_prices row of the same model with the latest effective_date on or before the
+-- response's UTC day. No such row: cost_usd is null and is_priced false, never 0.
+-- Cost = (uncached input x input price + output x output price + cache reads x read price
+--        + 1h cache writes x 1h price + the rest of the cache writes x 5m price) / 1e6.
+-- The aggregate cache_write_tokens is what was written; the 1h split (cache_write_1h_tokens)
+-- says how much of it had the 1h TTL, the rest is priced at the 5m rate.
+-- A token count that is not reported adds nothing; is_cost_lower_bound says when that happened
+-- or when usage_complete is false (the output count is a streaming placeholder).
+-- project: the working directory of the stream's main session (root_session_key), else its own.
+with inferences as (
+    select * from inferences
+),
+
+responses as (
+    select record_id, timestamp as responded_at from records where inference_id is not null
+),
+
+streams as (
+    select session_key, stream_kind, cwd from sessions
+),
+
+prices as (
+    select * from model_prices
+),
+
+located as (
+    select
+        i.inference_id,
+        i.session_key,
+        split_part(i.session_key, '/', 1) as root_session_key,
+        s.stream_kind,
+        s.stream_kind is distinct from 'main' as is_subagent,
+        coalesce(root.cwd, s.cwd) as project,
+        i.model,
+        r.responded_at,
+        cast(timezone('UTC', r.responded_at) as date) as day,
+        i.usage_complete,
+        i.usage_source,
+        i.input_uncached_tokens,
+        i.cache_read_tokens,
+        i.cache_write_tokens,
+        i.cache_write_1h_tokens,
+        i.output_total_tokens,
+        i.input_total_tokens,
+        i.input_total_tokens + i.output_total_tokens as total_tokens,
+    from inferences as i
+    left join responses as r using (record_id)
+    left join streams as s on s.session_key = i.session_key
+    left join streams as root on root.session_key = split_part(i.session_key, '/', 1)
+),
+
+priced as (
+    select
+        l.*,
+        p.effective_date as price_effective_date,
+        coalesce(l.cache_write_1h_tokens, 0) as write_1h,
+        greatest(coalesce(l.cache_write_tokens - coalesce(l.cache_write_1h_tokens, 0), 0), 0) as write_5m,
+        p.input_usd_per_mtok,
+        p.output_usd_per_mtok,
+        p.cache_write_5m_usd_per_mtok,
+        p.cache_write_1h_usd_per_mtok,
+        p.cache_read_usd_per_mtok,
+    from located as l
+    asof left join prices as p
+        on p.model = l.model
+        and l.day >= p.effective_date
+),
+
+final as (
+    select
+        inference_id,
+        session_key,
+        root_session_key,
+        stream_kind,
+        is_subagent,
+        project,
+        model,
+        responded_at,
+        day,
+        usage_complete,
+        usage_source,
+        input_uncached_tokens,
+        cache_read_tokens,
+        cache_write_tokens,
+        cache_write_1h_tokens,
+        input_total_tokens,
+        output_total_tokens,
+        total_tokens,
+        price_effective_date,
+        price_effective_date is not null as is_priced,
+        case when price_effective_date is not null then cast((
+            coalesce(input_uncached_tokens, 0) * input_usd_per_mtok
+            + coalesce(output_total_tokens, 0) * output_usd_per_mtok
+            + coalesce(cache_read_tokens, 0) * cache_read_usd_per_mtok
+            + write_1h * cache_write_1h_usd_per_mtok
+            + write_5m * cache_write_5m_usd_per_mtok
+        ) / 1e6 as double) end as cost_usd,
+        not usage_complete
+            or input_uncached_tokens is null
+            or output_total_tokens is null
+            or cache_read_tokens is null
+            or cache_write_tokens is null as is_cost_lower_bound,
+    from priced
+)
+
+select * from final

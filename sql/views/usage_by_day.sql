@@ -1,0 +1,29 @@
+-- usage_by_day: one row per (UTC day of the response, model): tokens and cost.
+-- reads: inference_costs
+-- cost_usd is null for a model without a price that day (unpriced_inferences counts them).
+-- incomplete_inferences have a placeholder output count: output_total_tokens and cost_usd are
+-- then lower bounds (is_lower_bound).
+with costs as (
+    select * from inference_costs
+),
+
+final as (
+    select
+        day,
+        model,
+        count(*) as inferences,
+        cast(sum(input_uncached_tokens) as bigint) as input_uncached_tokens,
+        cast(sum(cache_read_tokens) as bigint) as cache_read_tokens,
+        cast(sum(cache_write_tokens) as bigint) as cache_write_tokens,
+        cast(sum(output_total_tokens) as bigint) as output_total_tokens,
+        cast(sum(total_tokens) as bigint) as total_tokens,
+        sum(cost_usd) as cost_usd,
+        count(*) filter (where not is_priced) as unpriced_inferences,
+        count(*) filter (where not usage_complete) as incomplete_inferences,
+        bool_or(is_cost_lower_bound) as is_lower_bound,
+    from costs
+    group by day, model
+)
+
+select * from final
+order by day, model

@@ -1,0 +1,371 @@
+"""The views of sql/views/ on an authored output, every expected row computed by hand.
+
+The fixture is a small output folder written table by table (only the columns the views read),
+with its own price list, so that each figure below can be checked with pencil and paper:
+
+- S1 (main, /p/alpha) with subagent S1/agentA (its own cwd /p/alpha/wt: the project stays the
+  main session's); S2 (main, /p/beta); S9/agentB, a subagent whose main session is not in the
+  output (/p/gamma).
+- Prices per million tokens (input, output, 5m write, 1h write, cache read): alpha-model 1, 10,
+  2, 4, 0.1 from 2026-01-01 and 2, 20, 4, 8, 0.2 from 2026-03-02; beta-model 3, 30, 5, 6, 0.3;
+  late-model only from 2026-04-01; gamma-model has no price.
+- Six inferences: i1 (S1, alpha, day 1), i2 (S1/agentA, beta, incomplete), i3 (S2, alpha, day 2,
+  new price), i4 (S2, gamma: unpriced), i5 (S9/agentB, alpha, cache counts not reported, 23:30
+  UTC), i6 (S2, late-model before its first price).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from batch.catalog import PRICES, view_files, write_catalog
+from batch.schema import TABLES
+
+S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
+PRICING = """model,effective_date,input_usd_per_mtok,output_usd_per_mtok,cache_write_5m_usd_per_mtok,cache_write_1h_usd_per_mtok,cache_read_usd_per_mtok,source,checked_on
+alpha-model,2026-01-01,1,10,2,4,0.1,authored,2026-11-30
+alpha-model,2026-03-02,2,20,4,8,0.2,authored,2026-11-30
+beta-model,2026-01-01,3,30,5,6,0.3,authored,2026-11-30
+late-model,2026-04-01,1,1,1,1,1,authored,2026-11-30
+"""
+
+
+def ts(day: int, hour: int, minute: int) -> datetime:
+    return datetime(2026, 3, day, hour, minute, tzinfo=timezone.utc)
+
+
+def inference(iid, session, model, at, uncached, read, write, w1h, output, *, complete=True, source="transcript"):
+    total = None if None in (uncached, read, write) else uncached + read + write
+    return dict(
+        inference=dict(
+            inference_id=iid, session_key=session, record_id=f"{session}:{iid}", model=model,
+            input_uncached_tokens=uncached, cache_read_tokens=read, cache_write_tokens=write,
+            cache_write_1h_tokens=w1h, output_total_tokens=output, input_total_tokens=total,
+            usage_complete=complete, usage_source=source,
+        ),
+        record=dict(record_id=f"{session}:{iid}", session_key=session, kind="message", native_type="assistant",
+                    author="model", timestamp=at, inference_id=iid, model=model),
+    )
+
+
+INFERENCES = [
+    inference("i1", S1, "alpha-model", ts(1, 10, 1), 10, 1000, 200, 50, 100),
+    inference("i2", A1, "beta-model", ts(1, 10, 6), 20, 0, 400, None, 50, complete=False),
+    inference("i3", S2, "alpha-model", ts(2, 9, 1), 5, 500, 0, 0, 10),
+    inference("i4", S2, "gamma-model", ts(2, 9, 2), 1, 2, 3, None, 4),
+    inference("i5", B9, "alpha-model", ts(2, 23, 30), 0, None, None, None, 7, source="agent_progress"),
+    inference("i6", S2, "late-model", ts(2, 9, 3), 100, 0, 0, 0, 0),
+]
+
+
+def prompt(n, session, *, author=None, origin=None, is_meta=None, kind="message", native_type="user"):
+    return dict(record_id=f"{session}:p{n}", session_key=session, seq=n, kind=kind, native_type=native_type,
+                author=author, origin=origin, is_meta=is_meta)
+
+
+def call(cid, session, name, kind, status, permission=None, decided_by=None):
+    return dict(call_id=cid, session_key=session, tool_name=name, tool_kind=kind, status=status,
+                permission=permission, permission_decided_by=decided_by)
+
+
+def hook(n, key, event, command, status, timed_out=None):
+    return dict(record_id=f"{S1}:h{n}", session_key=S1, execution_key=key, event=event, command=command,
+                status=status, is_timed_out=timed_out)
+
+
+def compaction(n, session, kind, trigger=None, pre=None):
+    return dict(record_id=f"{session}:c{n}", session_key=session, compaction_kind=kind, trigger=trigger,
+                pre_tokens=pre, recorded_at=ts(1, 10, 20))
+
+
+TABLE_ROWS = {
+    "sessions": [
+        dict(session_key=S1, stream_kind="main", cwd="/p/alpha", title="Alpha", started_at=ts(1, 10, 0),
+             ended_at=ts(1, 10, 30), record_count=10),
+        dict(session_key=A1, stream_kind="subagent", parent_session_key=S1, cwd="/p/alpha/wt",
+             started_at=ts(1, 10, 5), ended_at=ts(1, 10, 10), record_count=4),
+        dict(session_key=S2, stream_kind="main", cwd="/p/beta", started_at=ts(2, 9, 0), ended_at=ts(2, 9, 6),
+             record_count=3),
+        dict(session_key=B9, stream_kind="subagent", cwd="/p/gamma", record_count=2),
+    ],
+    "inferences": [i["inference"] for i in INFERENCES],
+    "records": [i["record"] for i in INFERENCES] + [
+        prompt(1, S1, author="human", origin="prompt"),
+        prompt(2, S1),  # no marker: a prompt whose author the transcript does not say
+        prompt(3, S1, author="harness", origin="injected", is_meta=True),
+        prompt(4, S1, author="harness", origin="injected"),
+        prompt(5, S1, origin="command"),  # a local command: the next user message is not its expansion
+        prompt(6, S1, author="tool", origin="tool", kind="tool_result"),
+        prompt(7, S1, author="hook", origin="injected"),
+        prompt(8, A1, author="agent", origin="prompt"),
+        prompt(9, S1, origin="command"),  # /init: expanded into the meta prompt that follows
+        prompt(10, S1, author="harness", origin="injected", is_meta=True),
+    ],
+    "tool_calls": [
+        call("c1", S1, "Bash", "execute", "completed"),
+        call("c2", S1, "Bash", "execute", "error"),
+        call("c3", S1, "Read", "read", "completed"),
+        call("c4", S2, "Edit", "edit", "denied", "reject_once", "user"),
+        call("c5", S2, "Edit", "edit", "completed", "allow_once", "user"),
+        call("c6", S2, "Write", "edit", "interrupted"),
+        call("c7", S2, "Bash", "execute", "pending"),
+        call("c8", S1, "Bash", "execute", "completed", "allow_once", "policy"),
+        call("c9", S1, "mcp__x__y", "other", "cancelled", "reject_once", "hook"),
+    ],
+    "hooks": [
+        hook(1, "k1", "pre_tool_use", "lint", "started"),
+        hook(2, "k1", "pre_tool_use", "lint", "non_blocking_error"),
+        hook(3, "k2", "pre_tool_use", "lint", "success"),
+        hook(4, "k3", "pre_tool_use", "lint", "blocked"),
+        hook(5, "k4", "stop", "notify", "summarized"),
+        hook(6, "k5", "stop", "notify", "cancelled", True),
+        hook(7, "k6", "stop", "notify", "success"),
+    ],
+    "compactions": [
+        compaction(1, S1, "full", "auto", 150000),
+        compaction(2, S1, "micro"),
+        compaction(3, S1, "prune"),
+        compaction(4, S2, "full", "manual", 90000),
+        compaction(5, S2, "full", "auto", 120000),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def authored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The authored output folder, with its catalog."""
+    out = tmp_path_factory.mktemp("views") / "out"
+    for table in TABLES:
+        folder = out / table.name
+        folder.mkdir(parents=True)
+        rows = TABLE_ROWS.get(table.name, [])
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "part-00000.parquet")
+    (out / "manifest.json").write_text(json.dumps({"format": {"name": "asr", "version": "0.1"}}))
+    pricing = out.parent / "pricing.csv"
+    pricing.write_text(PRICING)
+    write_catalog(out, out, pricing=pricing)
+    return out
+
+
+@pytest.fixture
+def con(authored: Path):
+    # A time zone far from UTC: days must still be UTC days.
+    with duckdb.connect(str(authored / "asr.duckdb"), read_only=True) as con:
+        con.execute("set TimeZone = 'Pacific/Kiritimati'")
+        yield con
+
+
+def rows(con, query: str) -> list[tuple]:
+    """Fetch rows with floats rounded to 9 places, so hand-computed figures compare exactly."""
+    def norm(v):
+        return round(v, 9) if isinstance(v, float) else v
+    return [tuple(norm(v) for v in row) for row in con.sql(query).fetchall()]
+
+
+def r(x: float) -> float:
+    return round(x, 9)
+
+
+D1, D2 = date(2026, 3, 1), date(2026, 3, 2)
+
+
+def test_every_view_file_starts_with_its_grain_and_reads():
+    for name, text in view_files().items():
+        first = text.splitlines()[0]
+        assert first.startswith(f"-- {name}: one row per "), first
+        assert "-- reads: " in text
+
+
+def test_every_view_is_in_the_catalog(con):
+    views = {row[0] for row in con.sql("select view_name from duckdb_views() where not internal").fetchall()}
+    tables = {row[0] for row in con.sql("select table_name from duckdb_tables() where not internal").fetchall()}
+    # inference_costs and hook_failures are stored as tables (`-- materialized: table`)
+    assert tables == {"model_prices", "inference_costs", "hook_failures"}
+    names = views | tables
+    assert len(view_files()) >= 10
+    assert {t.name for t in TABLES} <= names
+
+
+def test_inference_costs_prices_each_response_at_the_price_of_its_day(con):
+    assert rows(con, """
+        select inference_id, root_session_key, is_subagent, project, day, price_effective_date,
+               cost_usd, is_priced, is_cost_lower_bound, total_tokens
+        from inference_costs order by inference_id
+    """) == [
+        # 10x1 + 100x10 + 1000x0.1 + 50x4 (1h) + 150x2 (5m: 200 - 50) = 1610
+        ("i1", S1, False, "/p/alpha", D1, date(2026, 1, 1), r(1610e-6), True, False, 1310),
+        # 20x3 + 50x30 + 400x5 = 3560; the output is a placeholder: a lower bound
+        ("i2", S1, True, "/p/alpha", D1, date(2026, 1, 1), r(3560e-6), True, True, 470),
+        # the new price of 2026-03-02: 5x2 + 10x20 + 500x0.2 = 310
+        ("i3", S2, False, "/p/beta", D2, D2, r(310e-6), True, False, 515),
+        ("i4", S2, False, "/p/beta", D2, None, None, False, False, 10),
+        # 23:30 UTC is still 2026-03-02; cache counts not reported: 7x20 = 140, a lower bound
+        ("i5", "S9", True, "/p/gamma", D2, D2, r(140e-6), True, True, None),
+        ("i6", S2, False, "/p/beta", D2, None, None, False, False, 100),
+    ]
+
+
+def test_usage_by_day(con):
+    assert rows(con, "select * from usage_by_day") == [
+        (D1, "alpha-model", 1, 10, 1000, 200, 100, 1310, r(1610e-6), 0, 0, False),
+        (D1, "beta-model", 1, 20, 0, 400, 50, 470, r(3560e-6), 0, 1, True),
+        (D2, "alpha-model", 2, 5, 500, 0, 17, 515, r(450e-6), 0, 0, True),
+        (D2, "gamma-model", 1, 1, 2, 3, 4, 10, None, 1, 0, False),
+        (D2, "late-model", 1, 100, 0, 0, 0, 100, None, 1, 0, False),
+    ]
+
+
+def test_usage_by_project_names_unpriced_models(con):
+    assert rows(con, "select * from usage_by_project") == [
+        ("/p/alpha", 1, 2, 30, 1000, 600, 150, 1780, r(5170e-6), 0, [], 1, True),
+        ("/p/beta", 1, 3, 106, 502, 3, 14, 625, r(310e-6), 2, ["gamma-model", "late-model"], 0, False),
+        ("/p/gamma", 1, 1, 0, None, None, 7, None, r(140e-6), 0, [], 0, True),
+    ]
+
+
+def test_usage_by_session_includes_subagents(con):
+    got = rows(con, """
+        select root_session_key, project, title, models, streams, inferences, total_tokens, cost_usd,
+               unpriced_inferences, unpriced_models, incomplete_inferences, is_lower_bound,
+               first_response_at, last_response_at
+        from usage_by_session
+    """)
+    assert got == [
+        (S1, "/p/alpha", "Alpha", ["alpha-model", "beta-model"], 2, 2, 1780, r(5170e-6), 0, [], 1, True,
+         ts(1, 10, 1), ts(1, 10, 6)),
+        (S2, "/p/beta", None, ["alpha-model", "gamma-model", "late-model"], 1, 3, 625, r(310e-6), 2,
+         ["gamma-model", "late-model"], 0, False, ts(2, 9, 1), ts(2, 9, 3)),
+        ("S9", "/p/gamma", None, ["alpha-model"], 1, 1, None, r(140e-6), 0, [], 0, True, ts(2, 23, 30),
+         ts(2, 23, 30)),
+    ]
+
+
+def test_costliest_sessions_ranks_by_cost(con):
+    total = 5170 + 310 + 140
+    assert rows(con, "select cost_rank, root_session_key, cost_usd, share_of_cost from costliest_sessions") == [
+        (1, S1, r(5170e-6), r(5170 / total)),
+        (2, S2, r(310e-6), r(310 / total)),
+        (3, "S9", r(140e-6), r(140 / total)),
+    ]
+
+
+def test_cache_hit_ratio_counts_only_inferences_reporting_every_input(con):
+    assert rows(con, "select day, model, inferences, input_total_tokens, cache_read_tokens, cache_hit_ratio from cache_hit_ratio") == [
+        (D1, "alpha-model", 1, 1210, 1000, r(1000 / 1210)),
+        (D1, "beta-model", 1, 420, 0, 0.0),
+        (D2, "alpha-model", 1, 505, 500, r(500 / 505)),  # i5 reports no cache counts
+        (D2, "gamma-model", 1, 6, 2, r(2 / 6)),
+        (D2, "late-model", 1, 100, 0, 0.0),
+    ]
+
+
+def test_subagent_share(con):
+    assert rows(con, "select * from subagent_share") == [
+        (S1, "/p/alpha", 1, 2, 1, 1780, 470, r(470 / 1780), r(5170e-6), r(3560e-6), r(3560 / 5170)),
+        (S2, "/p/beta", 0, 3, 0, 625, 0, 0.0, r(310e-6), 0.0, 0.0),
+        # its only inference does not report its input: tokens unknown, cost all the subagent's
+        ("S9", "/p/gamma", 1, 1, 1, None, None, None, r(140e-6), r(140e-6), 1.0),
+    ]
+
+
+def test_tool_rates_by_kind(con):
+    assert rows(con, "select * from tool_rates") == [
+        ("execute", 1, 4, 1, 2, 1, 0, 0, r(1 / 3), 0.0, 0.0),
+        ("edit", 2, 3, 0, 1, 0, 1, 1, 0.0, r(1 / 3), r(1 / 3)),
+        ("other", 1, 1, 0, 0, 0, 0, 1, 0.0, 0.0, 1.0),
+        ("read", 1, 1, 0, 1, 0, 0, 0, 0.0, 0.0, 0.0),
+    ]
+
+
+def test_approvals_by_decider(con):
+    assert rows(con, "select * from approvals") == [
+        ("hook", "reject_once", 1, 1, 0, 0.25),
+        ("policy", "allow_once", 1, 1, 0, 0.25),
+        ("user", "allow_once", 1, 1, 0, 0.25),
+        ("user", "reject_once", 1, 1, 1, 0.25),
+    ]
+
+
+def test_hook_failures_count_executions_not_reports(con):
+    assert rows(con, "select * from hook_failures") == [
+        # k1 started then failed: one failed execution; k3 blocked on purpose
+        ("pre_tool_use", "lint", 3, 1, 1, 1, 0, 0, r(1 / 3)),
+        # k4 only summarized: unknown outcome, left out of the rate; k5 timed out
+        ("stop", "notify", 3, 1, 0, 1, 1, 1, 0.5),
+    ]
+
+
+def test_compactions_per_session_lists_every_stream(con):
+    assert rows(con, "select * exclude (first_compaction_at) from compactions_per_session") == [
+        (S1, "main", 1, 1, 1, 3, 1, 150000),
+        (S2, "main", 2, 0, 0, 2, 1, 120000),
+        (A1, "subagent", 0, 0, 0, 0, 0, None),
+        (B9, "subagent", 0, 0, 0, 0, 0, None),
+    ]
+
+
+def test_session_stats(con):
+    assert rows(con, """
+        select session_key, root_session_key, duration_minutes, records, turns, inferences, tool_calls
+        from session_stats
+    """) == [
+        (S1, S1, 30.0, 10, 3, 1, 5),  # a human prompt, an unmarked one and an expanded command
+        (A1, S1, 5.0, 4, 1, 1, 0),  # the agent's prompt
+        (S2, S2, 6.0, 3, 0, 3, 4),
+        (B9, "S9", None, 2, 0, 1, 0),
+    ]
+
+
+def test_usage_completeness_shows_the_lower_bound_share(con):
+    assert rows(con, "select * from usage_completeness") == [
+        ("alpha-model", 3, 0, 0.0, 1, 117, 0, 0.0, r(2060e-6), 0.0, 0.0),
+        ("beta-model", 1, 1, 1.0, 0, 50, 50, 1.0, r(3560e-6), r(3560e-6), 1.0),
+        ("gamma-model", 1, 0, 0.0, 0, 4, 0, 0.0, None, 0.0, None),
+        ("late-model", 1, 0, 0.0, 0, 0, 0, None, None, 0.0, None),
+    ]
+
+
+def test_unpriced_models_are_named_with_their_first_price(con):
+    assert rows(con, "select * from unpriced_models") == [
+        ("gamma-model", 1, 10, 4, D2, D2, None),
+        ("late-model", 1, 100, 0, D2, D2, date(2026, 4, 1)),
+    ]
+
+
+def test_shipped_pricing_is_dated_and_sourced(tmp_path: Path):
+    con = duckdb.connect()
+    from batch.catalog import _prices_sql, pricing_csv
+
+    con.execute(_prices_sql(pricing_csv()))
+    prices = con.sql(f"select * from {PRICES}").fetchall()
+    assert prices
+    for row in prices:
+        assert all(v is not None for v in row), row
+        assert row[7].startswith("https://"), row
+    dupes = con.sql(f"select model, effective_date from {PRICES} group by all having count(*) > 1").fetchall()
+    assert dupes == []
+
+
+def test_views_run_on_the_real_corpus(corpus_out: Path):
+    with duckdb.connect(str(corpus_out / "asr.duckdb"), read_only=True) as con:
+        for name in view_files():
+            con.sql(f"select * from {name}").fetchall()
+        # the cost view keeps every inference and every token of the table it prices
+        assert con.sql("select count(*), sum(output_total_tokens) from inference_costs").fetchall() == con.sql(
+            "select count(*), sum(output_total_tokens) from inferences"
+        ).fetchall()
+        # every model of the corpus has a price on the day of its responses
+        assert con.sql("select * from unpriced_models").fetchall() == []
+
+
+def test_every_view_is_documented():
+    docs = (Path(__file__).parent.parent / "docs" / "asr-tables.md").read_text()
+    for name in view_files():
+        assert f"| `{name}` |" in docs, name
