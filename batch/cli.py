@@ -10,7 +10,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     line saying so and where its traceback was saved (`--debug` shows it), and exit code 2.
     """
     _options["debug"] = False
-    previous = _catch_signals()
+    caught: dict[str, int] = {}
+    previous = _catch_signals(caught)
     try:
         code = app(args=argv, standalone_mode=False)
     except (BatchError, _UsageError) as exc:
@@ -230,13 +231,14 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("Error: " + " ".join(message.split()), err=True)
         raise SystemExit(1) from None
     except Interrupted as exc:
-        name = signal.Signals(exc.signum).name
-        typer.echo(f"Error: stopped by {name}; the previous output, if any, is unchanged.", err=True)
-        raise SystemExit(128 + exc.signum) from None
+        _stopped(exc.signum)
     except typer.Abort:  # end of input at a prompt
         typer.echo("Error: stopped; the previous output, if any, is unchanged.", err=True)
         raise SystemExit(130) from None
     except Exception as exc:
+        if "signum" in caught:
+            # the signal surfaced as another exception (DuckDB turns it into "query interrupted")
+            _stopped(caught["signum"])
         if _options["debug"]:
             raise
         saved = _save_traceback(exc)
@@ -254,16 +256,22 @@ def main(argv: list[str] | None = None) -> None:
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
-def _catch_signals() -> dict:
-    """Turn the first SIGINT, SIGTERM or SIGHUP into `Interrupted`; ignore the ones during cleanup."""
+def _stopped(signum: int) -> NoReturn:
+    name = signal.Signals(signum).name
+    typer.echo(f"Error: stopped by {name}; the previous output, if any, is unchanged.", err=True)
+    raise SystemExit(128 + signum) from None
+
+
+def _catch_signals(caught: dict[str, int]) -> dict:
+    """Turn the first SIGINT, SIGTERM or SIGHUP into `Interrupted` (noted in `caught`); ignore the
+    ones during cleanup."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    state = {"stopping": False}
 
     def handler(signum, frame):
-        if state["stopping"]:
+        if "signum" in caught:
             return
-        state["stopping"] = True
+        caught["signum"] = signum
         raise Interrupted(signum)
 
     return {signum: signal.signal(signum, handler) for signum in _SIGNALS}
