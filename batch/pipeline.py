@@ -332,12 +332,19 @@ def _convert_batch_on(
             counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
-            output.write_work(name, pl.from_arrow(_concat(schema, frames[name])), index)
+            output.write_work(name, pl.from_arrow(_cast(schema, frames[name])), index)
     return _Batch(units, inputs, counts, skipped)
 
 
-def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pa.Table:
-    """Frames of one table from several formats as one Arrow table with the table's columns and types."""
+def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
+    """Frames of one output table from several formats and sources as one table (Output.write casts it)."""
+    if len(frames) == 1:
+        return frames[0]
+    return _cast(schema, frames)
+
+
+def _cast(schema: pa.Schema, frames: list[pl.DataFrame]) -> pa.Table:
+    """Frames as one Arrow table with exactly the schema's columns and types."""
     return pa.concat_tables([f.to_arrow().select(schema.names).cast(schema) for f in frames])
 
 
@@ -386,7 +393,7 @@ def _finalize(
             extra = [pl.read_parquet(source_losses)] if source_losses else []
             extra += run_frames.get(name, [])
             if extra:
-                frame = pl.from_arrow(_concat(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
+                frame = pl.from_arrow(_cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
                     "session_key", "category", "detail", nulls_last=False, maintain_order=True
                 )
         counts[name] = output.write(TABLES_BY_NAME[name], frame)

@@ -10,12 +10,12 @@ stage reads.
 from __future__ import annotations
 
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 
 import duckdb
 import polars as pl
 
 from batch import sql
+from batch.formats.base import Converted
 from batch.formats.lines import read_lines
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
@@ -65,15 +65,6 @@ UNASSIGNED = (
     "describe another session's leaf). All such facts of the converted inputs are kept, whichever sessions "
     "were selected; their position in the file is evidence of where they were written, not of ownership."
 )
-
-
-@dataclass
-class Converted:
-    """What a format made of a batch's streams."""
-
-    tables: dict[str, pl.DataFrame]  # output tables and work tables, by name
-    inputs: list[dict] = field(default_factory=list)  # manifest inputs, one per stream read
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of streams that could not be read
 
 
 def convert(

@@ -26,15 +26,11 @@ PEEK_BYTES = 1 << 16
 BOM = b"\xef\xbb\xbf"
 
 
-# A transcript file is a stream read from its path when its batch runs.
-SourceFile = Stream
-
-
 @dataclass
 class Discovery:
     """What discovery found: files to convert and paths it looked at but did not convert."""
 
-    files: list[SourceFile] = field(default_factory=list)
+    files: list[Stream] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     tool_result_files: set[str] = field(default_factory=set)  # names of files under tool-results/
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
@@ -179,7 +175,7 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
     yield path, name, folders, None
 
 
-def _classify(path: Path, name: str) -> SourceFile:
+def _classify(path: Path, name: str) -> Stream:
     size = path.stat().st_size
     head = _peek(path)  # also proves the file can be opened
     filename = display(path.name)
@@ -235,7 +231,7 @@ def _read_sidecar(path: Path) -> str | None:
         return None
 
 
-def group_owner(f: SourceFile) -> str:
+def group_owner(f: Stream) -> str:
     """The session group of a file: its parent session for a subagent, else its own stream."""
     return f.parent_session_id if f.stream_kind == "subagent" and f.parent_session_id else f.session_key
 
