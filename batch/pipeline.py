@@ -382,7 +382,8 @@ def _finalize(
             con.read_parquet(output.glob(name)).create_view(name)
         else:
             con.register(name, TABLES_BY_NAME[name].schema.empty_table())
-    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if output.has(SOURCE_LOSSES, work=True) else []
+    has_source_losses = output.has(SOURCE_LOSSES, work=True)
+    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
     counts = {}
     # in dependency order: each reads the ones before it
     for name in ("inference_observations", "inferences", "lineage", "sessions", "losses"):

@@ -179,7 +179,9 @@ def _repository(path: str) -> pygit2.Repository:
     return cache[path]
 
 
-def _load(path: str, name: str, entries: list[SessionEntry], every: list[SessionEntry], delta: dict[str, bool]) -> Loaded:
+def _load(
+    path: str, name: str, entries: list[SessionEntry], every: list[SessionEntry], delta: dict[str, bool]
+) -> Loaded:
     repo = _repository(path)
     sessions = [load_session(repo, e) for e in entries]  # oldest first; the last one is the newest
     newest = sessions[-1]

@@ -44,13 +44,13 @@ class Lines:
 def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
     """Split the streams of a batch into physical lines with file index, 1-based line number and byte offset.
 
-    `file_idx` is the stream's index in `streams`. All streams are read into one buffer and split once in Arrow, never per line; only the lines of a
-    file that is not valid UTF-8 are decoded one by one (with replacement characters; their raw
-    bytes are kept). Each file's sha256 is computed on `hasher` when given, so hashing overlaps
+    `file_idx` is the stream's index in `streams`. All streams are read into one buffer and split
+    once in Arrow, never per line; only the lines of a stream that is not valid UTF-8 are decoded
+    one by one (with replacement characters; their raw bytes are kept). Each stream's sha256 is computed on `hasher` when given, so hashing overlaps
     with the next steps (hashlib releases the GIL). A byte order mark is not part of the first
     line: its bytes are skipped (offsets stay those of the file).
     """
-    files = streams
+    files = streams  # a stream is a file here, by the name its lines keep (file_idx)
     buffer = bytearray(sum(f.size for f in files))
     view = memoryview(buffer)
     starts, digests, sizes, errors, position = [0], [], [], [], 0
