@@ -35,6 +35,12 @@ def table(out, name: str) -> pl.DataFrame:
     return pl.read_parquet(out / name / "*.parquet")
 
 
+def same_rows(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+    """The same rows, in any order (parts of different batches come in another order)."""
+    keys = [c for c in a.columns if not isinstance(a.schema[c], pl.List)]
+    return a.sort(keys, nulls_last=True).equals(b.sort(keys, nulls_last=True))
+
+
 def sql(out, query: str) -> list[tuple]:
     with duckdb.connect() as con:
         for name in ("sessions", "records", "losses", "vcs_events", "lineage", "usage_summaries", "inferences",
@@ -232,6 +238,11 @@ def test_mixed_run_reports_one_usage_per_inference(scenario, tmp_path):
     assert sorted(row[0]) == ["projects/-Users-x-cli/" + f"{S1}.jsonl", "work/c0ffee000001/0/full.jsonl"]
     paths = {i["path"] for i in result.manifest["inputs"]}
     assert {f"projects/-Users-x-cli/{S1}.jsonl", "work/c0ffee000001/0/full.jsonl"} <= paths
+    # the same tables whatever the order the sources are given in
+    other = tmp_path / "other"
+    batch.convert([scenario["work"], tmp_path / "projects"], other, batch_bytes=1)
+    for name in ("sessions", "records", "inferences", "inference_observations", "losses", "source_lines"):
+        assert same_rows(table(out, name), table(other, name)), name
 
 
 def test_output_is_the_same_whatever_the_batch_size(scenario, converted, tmp_path):
@@ -239,9 +250,7 @@ def test_output_is_the_same_whatever_the_batch_size(scenario, converted, tmp_pat
     small = tmp_path / "small"
     batch.convert([scenario["work"]], small, batch_bytes=1, workers=2)
     for name in ("sessions", "records", "losses", "vcs_events", "usage_summaries", "source_lines"):
-        a, b = table(out, name), table(small, name)
-        keys = [c for c in a.columns if a.schema[c] != pl.List(pl.String)]
-        assert a.sort(keys, nulls_last=True).equals(b.sort(keys, nulls_last=True)), name
+        assert same_rows(table(out, name), table(small, name)), name
 
 
 def test_cli_imports_with_a_summary_line_and_exit_0(scenario, tmp_path, capsys):
