@@ -42,7 +42,9 @@ def blob_id(data: bytes) -> str:
 
 def chunks(data: bytes, limit: int) -> list[bytes]:
     """Split at line boundaries into pieces of at most `limit` bytes (a longer line is a piece of its own),
-    each without its final newline, as Entire stores full.jsonl."""
+    each without its final newline, as Entire stores full.jsonl; a transcript within the limit is kept whole."""
+    if len(data) <= limit:
+        return [data]
     lines = data.rstrip(b"\n").split(b"\n")
     out, current, size = [], [], 0
     for line in lines:
@@ -116,6 +118,9 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
         for sub in subagents:
             (dest / sid / "subagents").mkdir(parents=True, exist_ok=True)
             (dest / sid / "subagents" / sub.name).write_bytes(sub.read_bytes())
+            sidecar = sub.with_name(sub.name[: -len(".jsonl")] + ".meta.json")
+            if sidecar.is_file():  # the folder keeps what names the spawning call, as tasks/<tool use id>/ does
+                shutil.copyfile(sidecar, dest / sid / "subagents" / sidecar.name)
         start = 0
         for k in range(1, checkpoints + 1):
             n += 1
@@ -145,7 +150,8 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
             if newest:
                 for j, sub in enumerate(subagents):
                     body = sub.read_bytes()
-                    tree[f"{base}/tasks/toolu_bench{j:04d}{sid[:8]}/{sub.name}"] = fi.blob(body)
+                    tool_use = _tool_use_id(sub) or f"toolu_bench{j:04d}{sid[:8]}"
+                    tree[f"{base}/tasks/{tool_use}/{sub.name}"] = fi.blob(body)
                     read.append(blob_id(body))
             v1 = fi.commit("refs/heads/entire/checkpoints/v1", f"Checkpoint: {cid}\n", tree, when, v1)
             code = fi.commit("refs/heads/main", f"Change {n}\n\nEntire-Checkpoint: {cid}\n",
@@ -153,6 +159,15 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
             start = end
     fi.close()
     return {"checkpoints": n, "sessions": len(mains), "blobs_read": read}
+
+
+def _tool_use_id(subagent: Path) -> str | None:
+    """The spawning call a subagent's sidecar names, if any."""
+    try:
+        value = json.loads(subagent.with_name(subagent.name[: -len(".jsonl")] + ".meta.json").read_text()).get("toolUseId")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def timed(cmd: list[str], *, stdin: bytes | None = None) -> float:
