@@ -187,12 +187,19 @@ def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inp
     repos = [p for p in sources if is_repository(p)] + entire
     paths = [p for p in sources if p not in repos]
     found = discover(paths) if paths else Discovery()
-    imports = [entire_checkpoint.discover(repo, combine=combine) for repo in dict.fromkeys(repos)]
+    # one import per repository, however often and however spelled it is named
+    unique = {_git_folder(p): p for p in reversed(repos)}
+    imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
     for imp in imports:
         if imp.root not in found.roots:
             found.roots.append(imp.root)
     all_units = units(found.files) + [u for imp in imports for u in imp.units]
     return _Inputs(found, all_units, imports)
+
+
+def _git_folder(path: Path) -> Path:
+    # a working tree and its .git folder are one repository
+    return (path / ".git").resolve() if (path / ".git").is_dir() else path.resolve()
 
 
 def _check_apart(roots: list[Path], out: Path) -> None:

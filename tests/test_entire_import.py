@@ -269,3 +269,11 @@ def test_a_repository_without_checkpoints_is_an_error(tmp_path):
     with pytest.raises(SourceError, match="not a Git repository"):
         batch.convert([], tmp_path / "out", entire=[tmp_path])
 
+
+
+def test_a_repository_named_twice_is_imported_once(scenario, tmp_path):
+    work = scenario["work"]
+    result = batch.convert([work, work / ".git"], tmp_path / "out", entire=[work])
+    assert [r["repository"] for r in result.manifest["entire"]["repositories"]] == ["work"]
+    assert result.tables["checkpoints"] == 9
+    assert sql(tmp_path / "out", "select count(*) from records group by record_id having count(*) > 1") == []
