@@ -76,7 +76,8 @@ def convert_cmd(
         bool,
         typer.Option(
             "--all-checkpoints",
-            help="Read every checkpoint of each Entire session, not only the newest; records they share are written once.",
+            help="Read every checkpoint of each Entire session, not only the newest; "
+            "records they share are written once.",
         ),
     ] = False,
     batch_mb: Annotated[
