@@ -9,8 +9,11 @@ import polars as pl
 import pytest
 
 import batch
+import batch.sources.entire as source
 from batch.cli import main
 from batch.errors import SourceError
+from batch.formats import entire_checkpoint
+from batch.sources.git import open_repository
 from tests.entire_repos import GEMINI, S1, S2, S3, S4, ULID, WHOLE, build_scenario, commit, init, meta, root_meta
 
 CODEX_ETF = "019f9261-846e-7fc0-b843-e0464227f290"  # bbef1c2a76a9: Codex with transcript.jsonl
@@ -277,3 +280,28 @@ def test_a_repository_named_twice_is_imported_once(scenario, tmp_path):
     assert [r["repository"] for r in result.manifest["entire"]["repositories"]] == ["work"]
     assert result.tables["checkpoints"] == 9
     assert sql(tmp_path / "out", "select count(*) from records group by record_id having count(*) > 1") == []
+
+
+def test_discovery_reads_metadata_only_and_a_unit_reads_its_own_session(scenario, monkeypatch):
+    scan = source.scan_checkpoints(open_repository(scenario["work"]))
+    transcripts = {
+        f.blob_id for c in scan.checkpoints for s in c.sessions
+        for f in [*s.files.values(), *s.chunks, *(t for task in s.tasks for t in task.transcripts)]
+        if f.path.rsplit("/", 1)[-1].startswith(("full.jsonl", "transcript.jsonl", "agent-"))
+    }
+    read: list[str] = []
+    real = source.read_blob
+
+    def spy(repo, oid):
+        read.append(str(oid))
+        return real(repo, oid)
+
+    monkeypatch.setattr(source, "read_blob", spy)
+    found = entire_checkpoint.discover(scenario["work"])
+    # metadata.json and task.json blobs only: no transcript is read before its batch runs
+    assert read and len(transcripts) > 10 and not transcripts & set(read)
+    (unit,) = [u for u in found.units if u.owner == S2]
+    read.clear()
+    loaded = unit.load()
+    assert [s.data for s in loaded.streams] == [b'{"type":"user","sessionId":"' + S2.encode() + b'","uuid":"u-1"}\n']
+    assert len(read) == 2 and len(transcripts & set(read)) == 1  # its full.jsonl, and content_hash.txt
