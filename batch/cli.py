@@ -57,12 +57,28 @@ def convert_cmd(
     sources: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Claude Code projects folders or .jsonl files. "
-            "Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+            help="Claude Code projects folders or .jsonl files, and Git repositories holding Entire checkpoints "
+            "(working tree, bare or mirror). Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
             show_default=False,
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")] = Path("asr-out"),
+    entire: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--entire", metavar="REPO", show_default=False,
+            help="A Git repository to import Entire checkpoints from (repeatable); any repository among the "
+            "sources is imported too.",
+        ),
+    ] = None,
+    all_checkpoints: Annotated[
+        bool,
+        typer.Option(
+            "--all-checkpoints",
+            help="Read every checkpoint of each Entire session, not only the newest; "
+            "records they share are written once.",
+        ),
+    ] = False,
     batch_mb: Annotated[
         int,
         typer.Option(
@@ -80,10 +96,13 @@ def convert_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")] = False,
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb."""
-    paths = list(sources) if sources else [default_source()]
+    paths = list(sources) if sources else ([] if entire else [default_source()])
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
     with _progress(quiet) as progress:
-        result = convert(paths, out, batch_bytes=batch_mb << 20, workers=workers, progress=progress, warn=warn)
+        result = convert(
+            paths, out, entire=list(entire or ()), all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
+            workers=workers, progress=progress, warn=warn,
+        )
     if not quiet:
         typer.echo(_summary(result))
 
@@ -204,9 +223,25 @@ def _summary(r: ConvertResult) -> str:
         f"  sessions {t['sessions']}  records {t['records']}  parts {t['parts']}  inferences {t['inferences']}  "
         f"tool_calls {t['tool_calls']}  lineage {t['lineage']}",
         f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  losses {t['losses']}",
+        *([_entire_summary(r.manifest["entire"])] if "entire" in r.manifest else []),
         f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
     ]
     return "\n".join(lines)
+
+
+def _entire_summary(entire: dict) -> str:
+    """What the Entire import read, and its source losses by kind (missing objects, corrupt JSON, other)."""
+    repos = entire["repositories"]
+    losses = entire["source_losses"]
+    missing = sum(n for k, n in losses.items() if k in ("entire.missing_blob", "entire.missing_session_folder"))
+    corrupt = losses.get("entire.corrupt_metadata", 0)
+    other = sum(losses.values()) - missing - corrupt
+    where = repos[0]["repository"] if len(repos) == 1 else f"{len(repos)} repositories"
+    return (
+        f"  Entire {where}: {sum(r['checkpoints'] for r in repos)} checkpoints, "
+        f"{sum(r['sessions'] for r in repos)} sessions, {sum(r['commit_trailers'] for r in repos)} commit trailers; "
+        f"source losses {sum(losses.values())} (missing objects {missing}, corrupt JSON {corrupt}, other {other})"
+    )
 
 
 # typer vendors click; its UsageError (bad option, missing argument) is BadParameter's base.

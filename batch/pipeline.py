@@ -14,14 +14,26 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+import pyarrow as pa
+
 from batch import sql
 from batch.errors import OutputError, SourceError
+from batch.formats import claude_code, entire_checkpoint
 from batch.schema import TABLES, TABLES_BY_NAME
-from batch.sources.claude_code import Discovery, SourceFile, batches, discover, group_owner, read_lines
-from batch.transforms.classify import classify
-from batch.transforms.recover import OBJECT_SCHEMA, recover
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import Loaded, Stream, Unit, batches
+from batch.sources.claude_code import Discovery, discover, units
+from batch.sources.git import is_repository
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import Output, fault
+
+# The converter of each stream format (Stream.producer_source): one registration line per format.
+# A converter turns the streams of one batch into frames of the output and work tables.
+FORMATS = {claude_code.FORMAT: claude_code.convert}
+WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
+SOURCE_LOSSES = "source_losses"
+# Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
+SOURCE_TABLES = entire_checkpoint.RUN_TABLES
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
 # 48 MiB at once stay near 1.5 GiB; larger batches are no faster.
@@ -31,49 +43,6 @@ DEFAULT_WORKERS = 2
 # of 64 and 130 MiB (docs/performance.md, "One large session").
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 15
-WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
-CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
-# Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
-# batch_parts, batch_tool_calls and batch_files.
-FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
-# Relations several fact tables read (sql/<name>.sql), in dependency order. Each is computed once per
-# batch into a temporary table: as views, every reader planned and ran them again.
-SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots", "result_calls")
-
-USAGE_SELECTION = (
-    "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
-    "usage and stop reason come from the latest native observation of the response. Across streams "
-    "(resume and fork copies), the observation with a stop reason is selected first, then the largest "
-    "output count, then the smallest session_key and position. Every observation is kept in "
-    "inference_observations. Synthetic API-error lines are not inferences. Usage is never read from "
-    "toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present; a "
-    "subagent rebuilt from those copies (its transcript absent) says so in usage_source. Missing fields "
-    "are null, never 0."
-)
-# Versions of the real transcripts the test suite converts (tests/fixtures/corpus).
-REAL_EVIDENCE_VERSIONS = (
-    "1.0.17", "1.0.24", "1.0.29", "1.0.51", "1.0.55", "1.0.56", "1.0.98", "1.0.108", "1.0.128",
-    "2.0.0", "2.0.28", "2.0.31", "2.0.37", "2.0.42", "2.0.44", "2.0.55", "2.0.58", "2.0.76",
-    "2.1.3", "2.1.6", "2.1.9", "2.1.17", "2.1.20", "2.1.38", "2.1.39", "2.1.42", "2.1.114",
-)
-COVERAGE = {
-    "format": "claude-code-jsonl",
-    "policy": (
-        "Fields decoded into columns are listed per registry item in docs/coverage.md with the test that "
-        "shows each. Every other field is kept verbatim (records.native, parts.native, source_lines.native). "
-        "An item is qualified for a version only by a real transcript of that version; items shown only by "
-        "authored fixtures are covered but unqualified. Covering an event is not covering every field of its payload."
-    ),
-    "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
-}
-UNASSIGNED = (
-    "Facts without established session ownership are listed in _meta['com.anthropic.claude-code/unassigned'] "
-    "and nowhere else: summary lines whose leafUuid is not a record of the stream holding them (a summary can "
-    "describe another session's leaf). All such facts of the converted inputs are kept, whichever sessions "
-    "were selected; their position in the file is evidence of where they were written, not of ownership."
-)
-
-
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
@@ -90,23 +59,37 @@ class ConvertResult:
 
 @dataclass
 class _Batch:
-    files: list[SourceFile]
+    units: list[Unit]
     inputs: list[dict]
     counts: dict[str, int]
     skipped: list[tuple[str, str]]
+
+
+@dataclass
+class _Inputs:
+    """Every source's discovery: units of work, and what sources contribute once per run."""
+
+    found: Discovery
+    units: list[Unit]
+    imports: list[entire_checkpoint.Import]
 
 
 def convert(
     sources: list[Path],
     out: Path,
     *,
+    entire: list[Path] | tuple[Path, ...] = (),
+    all_checkpoints: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
-    """Convert Claude Code transcripts under `sources` into ASR Parquet tables in `out`.
+    """Convert Claude Code transcripts and Entire checkpoints under `sources` into ASR Parquet tables in `out`.
 
+    A source that is a Git repository (working tree root, bare repository, mirror), and every path of
+    `entire`, is read as Entire checkpoints: by default the newest checkpoint of each session, every
+    checkpoint with `all_checkpoints`. Any other source is read as Claude Code transcript files.
     `workers` batches are converted at once (default: `default_workers()`); memory grows with
     `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
     split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
@@ -114,24 +97,25 @@ def convert(
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
-    found = discover(sources)
+    found_all = _discover(sources, list(entire), combine=all_checkpoints)
+    found = found_all.found
     _check_apart(found.roots, out)
-    if not found.files:
-        raise SourceError(_nothing_found_message(sources, found))
+    if not found_all.units:
+        raise SourceError(_nothing_found_message(sources, found, found_all.imports))
     output = Output(out)
     if output.stale_removed and warn:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
     stop = _Stop()
     try:
-        groups = batches(found.files, max_bytes=batch_bytes)
-        total = sum(f.size for f in found.files)
+        groups = batches(found_all.units, max_bytes=batch_bytes)
+        total = sum(u.size for u in found_all.units)
         done = 0
         inputs: list[dict] = []
         skipped = list(found.skipped)
         counts: dict[str, int] = {}
         workers = max(1, min(workers or default_workers(), len(groups)))
-        sizes = [sum(f.size for f in files) for files in groups]
-        large = [files for files, size in zip(groups, sizes) if size > batch_bytes]
+        sizes = [sum(u.size for u in group) for group in groups]
+        large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
         if large and warn:
             warn(_large_groups_message(large, batch_bytes))
 
@@ -143,7 +127,7 @@ def convert(
                 skipped.extend(result.skipped)
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
-                done += sum(f.size for f in result.files)
+                done += sum(u.size for u in result.units)
                 if progress:
                     progress(done, total)
 
@@ -153,13 +137,13 @@ def convert(
         with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
             try:
                 running: set[Future[_Batch]] = set()
-                for index, (files, size) in enumerate(zip(groups, sizes)):
+                for index, (group, size) in enumerate(zip(groups, sizes)):
                     alone = size > batch_bytes
                     while running and (alone or len(running) >= workers):
                         finished, running = wait(running, return_when=FIRST_COMPLETED)
                         collect(finished)
                     future = pool.submit(
-                        _convert_batch, files, output, index, found.tool_result_files, hasher,
+                        _convert_batch, group, output, index, found.tool_result_files, hasher,
                         1 if alone else workers, stop,
                     )
                     running.add(future)
@@ -172,11 +156,14 @@ def convert(
                 stop.set()
                 raise
         fault("batches")
+        run_frames = _run_frames(found_all.imports)
+        for name, count in _write_source_parts(output, run_frames, len(groups)).items():
+            counts[name] = counts.get(name, 0) + count
         with _connect(spill=output.spill) as con:
-            final_counts, unassigned = _finalize(con, output)
+            final_counts, unassigned, source_losses = _finalize(con, output, run_frames)
         counts.update(final_counts)
         inputs.sort(key=lambda i: i["path"])
-        manifest = _manifest(found, inputs, skipped, counts, unassigned)
+        manifest = _manifest(found, inputs, skipped, counts, unassigned, found_all.imports, source_losses)
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
@@ -193,6 +180,26 @@ def convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inputs:
+    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files."""
+    repos = [p for p in sources if is_repository(p)] + entire
+    paths = [p for p in sources if p not in repos]
+    found = discover(paths) if paths else Discovery()
+    # one import per repository, however often and however spelled it is named
+    unique = {_git_folder(p): p for p in reversed(repos)}
+    imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
+    for imp in imports:
+        if imp.root not in found.roots:
+            found.roots.append(imp.root)
+    all_units = units(found.files) + [u for imp in imports for u in imp.units]
+    return _Inputs(found, all_units, imports)
+
+
+def _git_folder(path: Path) -> Path:
+    # a working tree and its .git folder are one repository
+    return (path / ".git").resolve() if (path / ".git").is_dir() else path.resolve()
 
 
 def _check_apart(roots: list[Path], out: Path) -> None:
@@ -212,8 +219,14 @@ def _check_apart(roots: list[Path], out: Path) -> None:
         )
 
 
-def _nothing_found_message(sources: list[Path], found: Discovery) -> str:
-    where = ", ".join(str(s) for s in sources)
+def _nothing_found_message(sources: list[Path], found: Discovery, imports: list[entire_checkpoint.Import]) -> str:
+    where = ", ".join(str(s) for s in sources) or ", ".join(str(i.root) for i in imports)
+    if imports and not found.files and len(imports) == len(found.roots):
+        return (
+            f"no Entire checkpoints found in {where}: looked for the entire/checkpoints/v1 branch (and its "
+            "remote-tracking copies) and refs/entire/checkpoints/<shard>/<id>. Fetch them first "
+            "(git fetch origin entire/checkpoints/v1:entire/checkpoints/v1) or pass a Claude Code projects folder."
+        )
     hint = ""
     repos = [str(r) for r in found.roots if r.is_dir() and ((r / ".git").exists() or (r / "HEAD").is_file())]
     if repos:
@@ -225,9 +238,9 @@ def _nothing_found_message(sources: list[Path], found: Discovery) -> str:
     )
 
 
-def _large_groups_message(large: list[list[SourceFile]], batch_bytes: int) -> str:
-    # every file of such a batch belongs to one session group, named by its main session
-    sizes = sorted(((sum(f.size for f in files), group_owner(files[0])) for files in large), reverse=True)
+def _large_groups_message(large: list[list[Unit]], batch_bytes: int) -> str:
+    # every unit of such a batch belongs to one session group, named by its main session
+    sizes = sorted(((sum(u.size for u in group), group[0].label or group[0].owner) for group in large), reverse=True)
     biggest = sizes[0][0]
     listed = ", ".join(f"{owner} ({size / (1 << 20):,.1f} MiB)" for size, owner in sizes[:3])
     more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
@@ -255,41 +268,6 @@ def _connect(workers: int = 1, *, spill: Path) -> duckdb.DuckDBPyConnection:
     # concurrent batches share the CPUs
     con.execute(f"set threads = {max(1, (os.cpu_count() or 1) // workers)}")
     return con
-
-
-def _files_frame(files: list[SourceFile]) -> pl.DataFrame:
-    # Several files can hold the same stream (copies of one session): the largest ranks first.
-    ranked = sorted(range(len(files)), key=lambda i: (files[i].session_key, -files[i].size, files[i].name))
-    rank: dict[int, int] = {}
-    previous, r = None, 0
-    for i in ranked:
-        r = r + 1 if files[i].session_key == previous else 0
-        previous = files[i].session_key
-        rank[i] = r
-    return pl.DataFrame(
-        {
-            "file_idx": list(range(len(files))),
-            "source_file": [f.name for f in files],
-            "session_key": [f.session_key for f in files],
-            "session_id": [f.session_id for f in files],
-            "stream_kind": [f.stream_kind for f in files],
-            "parent_session_id": [f.parent_session_id for f in files],
-            "agent_id": [f.agent_id for f in files],
-            "sidecar": [f.sidecar for f in files],
-            "content_level": [f.content_level for f in files],
-            "producer_source": [f.producer_source for f in files],
-            "file_rank": [rank[i] for i in range(len(files))],
-            # positions in a second copy of a stream's file are told apart by a prefix
-            "position_prefix": [f"copy{rank[i]}:" if rank[i] else "" for i in range(len(files))],
-            "record_source": ["transcript"] * len(files),
-        },
-        schema={
-            "file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "session_id": pl.String,
-            "stream_kind": pl.String, "parent_session_id": pl.String, "agent_id": pl.String,
-            "sidecar": pl.String, "content_level": pl.String, "producer_source": pl.String,
-            "file_rank": pl.Int32, "position_prefix": pl.String, "record_source": pl.String,
-        },
-    )
 
 
 class _Stopped(Exception):
@@ -324,243 +302,116 @@ class _Stop:
 
 
 def _convert_batch(
-    files: list[SourceFile], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int,
+    units: list[Unit], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int,
     stop: _Stop,
 ) -> _Batch:
     with _connect(workers, spill=output.spill) as con, stop.watch(con):
         fault("batch", stop.event)
-        return _convert_batch_on(con, files, output, index, tool_result_files, hasher)
+        return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
 
 
 def _convert_batch_on(
     con: duckdb.DuckDBPyConnection,
-    files: list[SourceFile],
+    units: list[Unit],
     output: Output,
     index: int,
     tool_result_files: set[str],
     hasher: Executor,
 ) -> _Batch:
-    loaded = read_lines(files, hasher)
-    lines = loaded.lines
-    sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
-    # whitespace only (Unicode White_Space, as str.strip_chars), without a stripped copy of every line
-    blank = pl.col("text").str.contains(r"^\s*$")
-    blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
-    lines = lines.filter(~blank)
-    sql.register(con, "batch_lines", lines)
-    checks = sql.frame(con, "line_checks")
-    # a projection keeps the row order (DuckDB preserves insertion order): columns are added, the text not copied
-    if checks.select("file_idx", "line").equals(lines.select("file_idx", "line")):
-        lines = lines.hstack(checks.drop("file_idx", "line"))
-    else:
-        lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
-    recovered, rejects = recover(lines.filter(~pl.col("is_object")).select("file_idx", "line", "text", "has_newline"))
-    objects = pl.concat(
-        [
-            lines.filter(pl.col("is_object")).select(
-                "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
-            ),
-            recovered,
-        ]
-    ).cast(OBJECT_SCHEMA)
-    files_frame = _files_frame(files)
-    sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    observations = _observe(con, objects)
-    versions = dict(
-        observations.group_by("file_idx")
-        .agg(pl.col("version").drop_nulls().unique(maintain_order=True))
-        .iter_rows()
-    )
+    """Load the batch's units, convert their streams with each format's converter, write one part per table."""
+    loaded = Loaded()
+    for unit in units:
+        loaded.extend(unit.load())
+    frames = loaded.frames
+    inputs, skipped = list(loaded.inputs), []
+    by_format: dict[str, list[Stream]] = {}
+    for stream in loaded.streams:
+        by_format.setdefault(stream.producer_source, []).append(stream)
+    for name in sorted(by_format):
+        converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+        for table, frame in converted.tables.items():
+            frames.setdefault(table, []).insert(0, frame)
+        inputs.extend(converted.inputs)
+        skipped.extend(converted.skipped)
+    counts = {}
+    for table in TABLES:
+        if table.stage == "batch" and table.name in frames:
+            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
+    for name, schema in WORK_SCHEMAS.items():
+        if name in frames:
+            output.write_work(name, pl.from_arrow(_cast(schema, frames[name])), index)
+    return _Batch(units, inputs, counts, skipped)
 
-    # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
-    typed = observations.filter(pl.col("native_type").is_not_null()).get_column("file_idx").unique()
-    nonblank = lines.group_by("file_idx").len()
-    foreign = nonblank.filter((pl.col("len") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
-    files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
-    observations = observations.filter(~pl.col("file_idx").is_in(foreign.implode()))
-    rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
-    sql.register(con, "batch_files", files_frame)
-    sql.register(con, "batch_rejects", rejects)
-    observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
-    observations = _split_sidechains(con, observations)
-    classified = classify(observations).with_row_index("obs_idx")
-    sql.register(con, "classified", classified)
-    sql.materialize(con, "observation_index")
-    sql.view(con, "observation_keys")
-    records = _with_texts(sql.frame(con, "records_full"), classified)
-    sql.register(con, "records_full", records)
-    parts = sql.frame(con, "parts")
-    sql.register(con, "batch_parts", parts)
-    tables = {
-        "records": records,
-        "parts": parts,
-        "tool_calls": sql.frame(con, "tool_calls"),
-        "source_lines": sql.frame(con, "source_lines_out"),
-        "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
-    }
-    counts = {name: output.write(TABLES_BY_NAME[name], frame, index) for name, frame in tables.items()}
-    sql.register(con, "batch_source_lines", tables["source_lines"])
-    sql.register(con, "batch_tool_calls", tables["tool_calls"])
-    for name in SHARED_RELATIONS:
-        sql.materialize(con, name)
-    for table in FACT_TABLES:
-        counts[table.name] = output.write(table, sql.frame(con, table.name), index)
+
+def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
+    """Frames of one output table from several formats and sources as one table (Output.write casts it)."""
+    if len(frames) == 1:
+        return frames[0]
+    return _cast(schema, frames)
+
+
+def _cast(schema: pa.Schema, frames: list[pl.DataFrame]) -> pa.Table:
+    """Frames as one Arrow table with exactly the schema's columns and types."""
+    return pa.concat_tables([f.to_arrow().select(schema.names).cast(schema) for f in frames])
+
+
+def _run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.DataFrame]]:
+    frames: dict[str, list[pl.DataFrame]] = {}
+    for imp in imports:
+        for name, frame in imp.frames.items():
+            frames.setdefault(name, []).append(frame)
+    return frames
+
+
+def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: int) -> dict[str, int]:
+    """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
+    more part after the batches' parts."""
+    counts = {}
+    for table in TABLES:
+        if table.stage == "batch" and frames.get(table.name):
+            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
+    return counts
+
+
+def _finalize(
+    con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]]
+) -> tuple[dict[str, int], list[dict], dict[str, int]]:
     for name in WORK_TABLES:
-        output.write_work(name, sql.frame(con, name), index)
-
-    per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
-    foreign_set = set(foreign.to_list())
-    inputs = [
-        {
-            "path": f.name,
-            "size": loaded.sizes[i],
-            "sha256": loaded.digests[i].result(),
-            "session_key": f.session_key,
-            "stream_kind": f.stream_kind,
-            "lines": per_file.get(f.name, 0),
-            "versions": versions.get(i, []),
-            "blank_lines": blank_counts.get(i, 0),
-            "status": "foreign" if i in foreign_set else ("empty" if loaded.sizes[i] == 0 else "converted"),
-            **({"byte_order_mark": True} if loaded.boms[i] else {}),
-        }
-        for i, f in enumerate(files)
-        if loaded.errors[i] is None
-    ]
-    skipped = [(f.name, error) for f, error in zip(files, loaded.errors) if error is not None]
-    return _Batch(files, inputs, counts, skipped)
-
-
-def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
-    """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
-    through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers."""
-    sql.register(con, "batch_objects", objects.with_row_index("obj_idx"))
-    observations = sql.frame(con, "observations")
-    con.unregister("batch_objects")
-    return observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx"))).drop(
-        "obj_idx"
-    )
-
-
-def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
-    """Attach the JSON texts records_full names by obs_idx (a gather shares the string buffers)."""
-    return records.with_columns(
-        native=classified.get_column("json").gather(records.get_column("native_obs_idx")),
-        tool_use_result=classified.get_column("tool_use_result").gather(records.get_column("tool_use_result_obs_idx")),
-    ).drop("native_obs_idx", "tool_use_result_obs_idx")
-
-
-def _rebuild_from_progress(
-    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, files_frame: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rebuild subagent streams whose transcript is absent from their agent_progress copies.
-
-    Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
-    with positions prefixed `agent_progress:`, and its records say where they came from.
-    """
-    sql.register(con, "observations", observations)
-    copies = sql.frame(con, "progress_copies")
-    if copies.is_empty():
-        return observations, files_frame
-    parents = files_frame.select("file_idx", "content_level", "producer_source")
-    virtual = (
-        copies.unique("child_session_key", keep="first", maintain_order=True)
-        .join(parents, on="file_idx", how="left")
-        .with_row_index("i")
-        .select(
-            file_idx=(pl.col("i") + files_frame.height).cast(pl.Int32),
-            source_file="source_file",
-            session_key="child_session_key",
-            session_id="agent_id",
-            stream_kind=pl.lit("subagent"),
-            parent_session_id="parent_session_id",
-            agent_id="agent_id",
-            sidecar=pl.lit(None, pl.String),
-            content_level="content_level",
-            producer_source="producer_source",
-            file_rank=pl.lit(0, pl.Int32),
-            position_prefix=pl.lit("agent_progress:"),
-            record_source=pl.lit("agent_progress"),
-            is_foreign=pl.lit(False),
-        )
-    )
-    files_frame = pl.concat([files_frame, virtual])
-    objects = copies.join(
-        virtual.select("file_idx", child_session_key="session_key"), on="child_session_key", suffix="_virtual"
-    ).select(
-        file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
-    ).cast(OBJECT_SCHEMA)
-    sql.register(con, "batch_files", files_frame)
-    rebuilt = _observe(con, objects)
-    return pl.concat([observations, rebuilt]), files_frame
-
-
-def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:
-    """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
-    sql.register(con, "observations", observations)
-    roots = sql.frame(con, "sidechain_roots")
-    if roots.is_empty():  # no inline sidechains (transcripts after 1.0.x)
-        return observations.with_columns(sidechain_root=pl.lit(None, pl.String))
-    root = pl.col("sidechain_root")
-    return (
-        observations.join(
-            roots.rename({"root_uuid": "sidechain_root"}), on=["file_idx", "line", "sub"], how="left",
-            nulls_equal=True, maintain_order="left",
-        )
-        .with_columns(
-            session_key=pl.when(root.is_not_null())
-            .then(pl.col("session_key") + "/sidechain-" + root)
-            .otherwise(pl.col("session_key")),
-            stream_kind=pl.when(root.is_not_null()).then(pl.lit("sidechain")).otherwise(pl.col("stream_kind")),
-        )
-    )
-
-
-def _rejects_out(
-    lines: pl.DataFrame, rejects: pl.DataFrame, files_frame: pl.DataFrame, foreign: pl.Series, files: list[SourceFile]
-) -> pl.DataFrame:
-    names = files_frame.select("file_idx", "source_file")
-    bad = (
-        rejects.join(lines, on=["file_idx", "line"], how="left")
-        .join(names, on="file_idx", how="left")
-        .select(
-            "source_file", "line", "byte_offset", "byte_length", "reason", "detail",
-            first_bytes=pl.col("text").str.slice(0, 120),
-            raw=pl.coalesce(pl.col("raw"), pl.col("text").cast(pl.Binary)),
-        )
-    )
-    whole = (
-        names.filter(pl.col("file_idx").is_in(foreign.implode()))
-        .join(lines.filter(pl.col("line") == 1).select("file_idx", first_bytes=pl.col("text").str.slice(0, 120)),
-              on="file_idx", how="left")
-        .select(
-            "source_file",
-            line=pl.lit(None, pl.Int64),
-            byte_offset=pl.lit(0, pl.Int64),
-            byte_length=pl.col("file_idx").replace_strict(
-                {i: f.size for i, f in enumerate(files)}, default=None, return_dtype=pl.Int64
-            ),
-            reason=pl.lit("foreign_file"),
-            detail=pl.lit("no line is a Claude Code JSON object (for example one pretty-printed JSON document)"),
-            first_bytes="first_bytes",
-            raw=pl.lit(None, pl.Binary),
-        )
-    )
-    return pl.concat([bad, whole], how="vertical_relaxed").sort("source_file", "line", nulls_last=False)
-
-
-def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str, int], list[dict]]:
-    for name in WORK_TABLES:
-        con.read_parquet(output.glob(name, work=True)).create_view(name)
+        if output.has(name, work=True):
+            con.read_parquet(output.glob(name, work=True)).create_view(name)
+        else:  # no batch held a stream of this kind
+            con.register(name, WORK_SCHEMAS[name].empty_table())
     for name in (
         "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
         "background_tasks",
     ):
-        con.read_parquet(output.glob(name)).create_view(name)
+        if output.has(name):
+            con.read_parquet(output.glob(name)).create_view(name)
+        else:
+            con.register(name, TABLES_BY_NAME[name].schema.empty_table())
+    has_source_losses = output.has(SOURCE_LOSSES, work=True)
+    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
     counts = {}
     # in dependency order: each reads the ones before it
     for name in ("inference_observations", "inferences", "lineage", "sessions", "losses"):
         sql.materialize(con, name)
-        counts[name] = output.write(TABLES_BY_NAME[name], con.table(name).pl())
+        frame = con.table(name).pl()
+        if name == "losses":
+            # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
+            extra = [pl.read_parquet(source_losses)] if source_losses else []
+            extra += run_frames.get(name, [])
+            if extra:
+                frame = pl.from_arrow(_cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
+                    "session_key", "category", "detail", nulls_last=False, maintain_order=True
+                )
+        counts[name] = output.write(TABLES_BY_NAME[name], frame)
+    # losses found at the source, by category (the Entire summary line)
+    entire_losses = dict(sorted(
+        frame.filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
+    ))
+    for table in SOURCE_TABLES:
+        if run_frames.get(table.name):
+            counts[table.name] = output.write(table, _concat(table.schema, run_frames[table.name]))
     unassigned = [
         {
             "kind": kind,
@@ -571,7 +422,7 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
         }
         for kind, field, value, leaf, path, position in sql.relation(con, "unassigned_facts").fetchall()
     ]
-    return counts, unassigned
+    return counts, unassigned, entire_losses
 
 
 def _version_key(version: str) -> tuple:
@@ -580,10 +431,28 @@ def _version_key(version: str) -> tuple:
 
 
 def _manifest(
-    found: Discovery, inputs: list[dict], skipped: list[tuple[str, str]], counts: dict[str, int], unassigned: list[dict]
+    found: Discovery,
+    inputs: list[dict],
+    skipped: list[tuple[str, str]],
+    counts: dict[str, int],
+    unassigned: list[dict],
+    imports: list[entire_checkpoint.Import],
+    source_losses: dict[str, int],
 ) -> dict:
     rejected = counts.get("rejects", 0)
     foreign = sum(1 for i in inputs if i["status"] == "foreign")
+    report = {
+        "usage_selection": claude_code.USAGE_SELECTION,
+        "coverage": {
+            **claude_code.COVERAGE,
+            "versions_in_input": sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key),
+        },
+        "unassigned_facts": claude_code.UNASSIGNED,
+    }
+    extra = {}
+    if imports:
+        report["entire"] = entire_checkpoint.EXPORT_REPORT
+        extra["entire"] = {"repositories": [imp.summary for imp in imports], "source_losses": source_losses}
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},
@@ -593,13 +462,7 @@ def _manifest(
         "rejected_lines": rejected - foreign,
         "foreign_files": foreign,
         "losses": counts.get("losses", 0),
-        "export_report": {
-            "usage_selection": USAGE_SELECTION,
-            "coverage": {
-                **COVERAGE,
-                "versions_in_input": sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key),
-            },
-            "unassigned_facts": UNASSIGNED,
-        },
+        "export_report": report,
+        **extra,
         "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
     }

@@ -1,6 +1,7 @@
 -- lineage: one row per (stream, relation) with native evidence of another stream behind it.
 -- spawned_by: the parent stream is the one whose records hold the spawning call (tool_calls),
--- else the stream that reported the agentId in a tool result or progress line.
+-- else the stream that reported the agentId in a tool result or progress line. A subagent of an
+-- Entire checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure).
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId.
 with evidence as (
@@ -21,7 +22,7 @@ spawned as (
     select
         child_session_key as session_key,
         coalesce(
-            arg_min(call_id, source) filter (where source = 'sidecar.toolUseId'),
+            arg_min(call_id, source) filter (where source in ('entire.tasks', 'sidecar.toolUseId')),
             min(call_id)
         ) as call_id,
         min(parent_session_key) as reported_parent,
@@ -41,7 +42,12 @@ spawned_edges as (
         c.call_record_id,
         s.stream_kind as scope,
         p.role,
-        case when p.evidence_detail = 'tool_use.prompt' then 'content_match' else 'native_field' end as evidence,
+        case
+            when p.evidence_detail = 'tool_use.prompt' then 'content_match'
+            -- an Entire tasks/<tool use id>/ folder: the tree structure names the call
+            when p.evidence_detail = 'entire.tasks' then 'native_structure'
+            else 'native_field'
+        end as evidence,
         p.evidence_detail,
     from spawned as p
     join streams as s using (session_key)

@@ -36,11 +36,13 @@ file_streams as (
         any_value(stream_kind) as stream_kind,
         any_value(parent_session_id) as parent_session_id,
         any_value(agent_id) as agent_id,
-        any_value(content_level) as content_level,
+        -- a stream held by a file and by an Entire checkpoint: the values of the copy ranked first
+        arg_min(content_level, file_rank) as content_level,
         any_value(producer_source) as producer_source,
         any_value(sidecar) as sidecar,
         any_value(record_source) as record_source,
         list(source_file order by file_rank) as source_files,
+        arg_min(meta, file_rank) as meta,
     from files
     group by session_key
 ),
@@ -58,6 +60,7 @@ sidechain_streams as (
         cast(null as varchar) as sidecar,
         any_value(f.record_source) as record_source,
         list(distinct f.source_file) as source_files,
+        any_value(f.meta) as meta,
     from obs as k
     join files as f using (file_idx)
     where k.stream_kind = 'sidechain'
@@ -199,6 +202,7 @@ final as (
         coalesce(s.record_count, 0) as record_count,
         coalesce(lc.line_count, 0) as line_count,
         sf.sidecar,
+        sf.meta,
     from stream_files as sf
     left join stats as s using (session_key)
     left join titles as t using (session_key)

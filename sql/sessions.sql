@@ -54,6 +54,7 @@ final as (
         s.record_count,
         s.line_count,
         s.sidecar,
+        s.meta,
     from streams as s
     left join spawned as sp using (session_key)
     left join main_keys as m on s.stream_kind <> 'main' and m.session_key = s.parent_session_id

@@ -6,7 +6,7 @@ and `docs/asr-tables.md` is generated from (and tested against) these definition
 
 from __future__ import annotations
 
-from batch.schema import activity, core, hooks, plans, workspace
+from batch.schema import activity, core, entire, hooks, plans, workspace
 from batch.schema.base import DOCS_BEGIN, DOCS_END, Col, Table
 from batch.schema.base import markdown as _markdown
 from batch.schema.base import write_docs as _write_docs
@@ -23,8 +23,10 @@ from batch.schema.core import (
     TOOL_CALLS,
 )
 
-# Core tables first, then the fact tables of each area of the registry entry.
-TABLES: tuple[Table, ...] = core.TABLES + hooks.TABLES + activity.TABLES + plans.TABLES + workspace.TABLES
+# Core tables first, then the fact tables of each area of the registry entry, then what only Entire records.
+TABLES: tuple[Table, ...] = (
+    core.TABLES + hooks.TABLES + activity.TABLES + plans.TABLES + workspace.TABLES + entire.TABLES
+)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 

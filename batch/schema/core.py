@@ -25,9 +25,11 @@ SESSIONS = Table(
            "null for a main session (a root is never claimed from one transcript)"),
         _c("parent_session_id", STR, "native sessionId carried by a subagent's records (its parent's)"),
         _c("agent_id", STR, "native agentId of a subagent"),
-        _c("agent", STR, "agent that wrote the transcript: claude-code"),
-        _c("producer_method", STR, "how the records were produced: converter"),
-        _c("producer_source", STR, "native format converted: claude-code-jsonl"),
+        _c("agent", STR, "agent that wrote the transcript: claude-code; for an Entire session without a Claude Code "
+           "transcript, the agent Entire names (codex, gemini-cli, ...)"),
+        _c("producer_method", STR, "how the records were produced: converter, or import (Entire Transcript Format); "
+           "null for an Entire session with no usable transcript"),
+        _c("producer_source", STR, "native format converted: claude-code-jsonl, or entire-transcript"),
         _c("content_level", STR, "full for native transcripts; redacted for Entire checkpoints"),
         _c("started_at", TS, "earliest record timestamp of the stream (UTC)"),
         _c("ended_at", TS, "latest record timestamp of the stream (UTC)"),
@@ -54,6 +56,8 @@ SESSIONS = Table(
         _c("record_count", I64, "rows of this stream in records"),
         _c("line_count", I64, "rows of this stream's files in source_lines"),
         _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
+        _c("meta", JSON, "_meta of the stream: for an Entire checkpoint, io.entire/checkpoint names the checkpoint "
+           "read (and io.entire/tool_use_id the spawning call of a tasks/ subagent); null for files", json=True),
     ),
     stage="final",
 )
@@ -254,8 +258,9 @@ LINEAGE = Table(
         _c("call_record_id", STR, "record holding the spawning tool call"),
         _c("scope", STR, "stream kind of the child: subagent or sidechain"),
         _c("role", STR, "agentType of the subagent"),
-        _c("evidence", STR, "native_field, or content_match for an inline sidechain matched to its Task call by prompt"),
-        _c("evidence_detail", STR, "which native fields establish the edge: sidecar.toolUseId, tool_result.agentId, "
+        _c("evidence", STR, "native_field, content_match for an inline sidechain matched to its Task call by prompt, "
+           "or native_structure for an Entire checkpoint's tasks/<tool use id>/ subagent"),
+        _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt"),
     ),
     stage="final",

@@ -1,6 +1,7 @@
 """Tables of what only Entire records: checkpoints, their sessions' metadata, and commits naming them.
 
-Proposed for the Entire import; not yet written by the pipeline (not in batch.schema.TABLES).
+Written once per run from the checkpoint scan (batch/formats/entire_checkpoint.py); empty without a
+Git repository among the inputs.
 """
 
 from __future__ import annotations

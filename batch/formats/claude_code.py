@@ -1,0 +1,317 @@
+"""Claude Code JSONL: the converter of the claude-code-jsonl format (registry entry), one batch at a time.
+
+The streams of a batch (files, or Git blobs of Entire checkpoints) are split into lines, decoded
+(sql/observations.sql), rebuilt where a subagent transcript is absent (agent_progress copies),
+split into inline 1.0.x sidechains, classified and folded into records by the SQL files; the
+result is the batch's frames of the core and fact tables and of the work tables the final
+stage reads.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+import duckdb
+import polars as pl
+
+from batch import sql
+from batch.formats.base import Converted
+from batch.formats.lines import read_lines
+from batch.schema import TABLES
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import Stream
+from batch.transforms.classify import classify
+from batch.transforms.recover import OBJECT_SCHEMA, recover
+
+FORMAT = "claude-code-jsonl"
+WORK_TABLES = tuple(n for n in WORK_SCHEMAS if n != "source_losses")
+CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
+# Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
+# batch_parts, batch_tool_calls and batch_files.
+FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
+# Relations several fact tables read (sql/<name>.sql), in dependency order. Each is computed once per
+# batch into a temporary table: as views, every reader planned and ran them again.
+SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots", "result_calls")
+
+USAGE_SELECTION = (
+    "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
+    "usage and stop reason come from the latest native observation of the response. Across streams "
+    "(resume and fork copies), the observation with a stop reason is selected first, then the largest "
+    "output count, then the smallest session_key and position. Every observation is kept in "
+    "inference_observations. Synthetic API-error lines are not inferences. Usage is never read from "
+    "toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present; a "
+    "subagent rebuilt from those copies (its transcript absent) says so in usage_source. Missing fields "
+    "are null, never 0."
+)
+# Versions of the real transcripts the test suite converts (tests/fixtures/corpus).
+REAL_EVIDENCE_VERSIONS = (
+    "1.0.17", "1.0.24", "1.0.29", "1.0.51", "1.0.55", "1.0.56", "1.0.98", "1.0.108", "1.0.128",
+    "2.0.0", "2.0.28", "2.0.31", "2.0.37", "2.0.42", "2.0.44", "2.0.55", "2.0.58", "2.0.76",
+    "2.1.3", "2.1.6", "2.1.9", "2.1.17", "2.1.20", "2.1.38", "2.1.39", "2.1.42", "2.1.114",
+)
+COVERAGE = {
+    "format": "claude-code-jsonl",
+    "policy": (
+        "Fields decoded into columns are listed per registry item in docs/coverage.md with the test that "
+        "shows each. Every other field is kept verbatim (records.native, parts.native, source_lines.native). "
+        "An item is qualified for a version only by a real transcript of that version; items shown only by "
+        "authored fixtures are covered but unqualified. Covering an event is not covering every field of its payload."
+    ),
+    "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
+}
+UNASSIGNED = (
+    "Facts without established session ownership are listed in _meta['com.anthropic.claude-code/unassigned'] "
+    "and nowhere else: summary lines whose leafUuid is not a record of the stream holding them (a summary can "
+    "describe another session's leaf). All such facts of the converted inputs are kept, whichever sessions "
+    "were selected; their position in the file is evidence of where they were written, not of ownership."
+)
+
+
+def convert(
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+) -> Converted:
+    """Convert the Claude Code streams of one batch into frames of the output and work tables."""
+    loaded = read_lines(files, hasher)
+    lines = loaded.lines
+    sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
+    # whitespace only (Unicode White_Space, as str.strip_chars), without a stripped copy of every line
+    blank = pl.col("text").str.contains(r"^\s*$")
+    blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
+    lines = lines.filter(~blank)
+    sql.register(con, "batch_lines", lines)
+    checks = sql.frame(con, "line_checks")
+    # a projection keeps the row order (DuckDB preserves insertion order): columns are added, the text not copied
+    if checks.select("file_idx", "line").equals(lines.select("file_idx", "line")):
+        lines = lines.hstack(checks.drop("file_idx", "line"))
+    else:
+        lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
+    recovered, rejects = recover(lines.filter(~pl.col("is_object")).select("file_idx", "line", "text", "has_newline"))
+    objects = pl.concat(
+        [
+            lines.filter(pl.col("is_object")).select(
+                "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
+            ),
+            recovered,
+        ]
+    ).cast(OBJECT_SCHEMA)
+    files_frame = streams_frame(files)
+    sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
+    observations = _observe(con, objects)
+    versions = dict(
+        observations.group_by("file_idx")
+        .agg(pl.col("version").drop_nulls().unique(maintain_order=True))
+        .iter_rows()
+    )
+
+    # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
+    typed = observations.filter(pl.col("native_type").is_not_null()).get_column("file_idx").unique()
+    nonblank = lines.group_by("file_idx").len()
+    foreign = nonblank.filter((pl.col("len") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
+    files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
+    observations = observations.filter(~pl.col("file_idx").is_in(foreign.implode()))
+    rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
+    sql.register(con, "batch_files", files_frame)
+    sql.register(con, "batch_rejects", rejects)
+    observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
+    observations = _split_sidechains(con, observations)
+    classified = classify(observations).with_row_index("obs_idx")
+    sql.register(con, "classified", classified)
+    sql.materialize(con, "observation_index")
+    sql.view(con, "observation_keys")
+    records = _with_texts(sql.frame(con, "records_full"), classified)
+    sql.register(con, "records_full", records)
+    parts = sql.frame(con, "parts")
+    sql.register(con, "batch_parts", parts)
+    tables = {
+        "records": records,
+        "parts": parts,
+        "tool_calls": sql.frame(con, "tool_calls"),
+        "source_lines": sql.frame(con, "source_lines_out"),
+        "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
+    }
+    sql.register(con, "batch_source_lines", tables["source_lines"])
+    sql.register(con, "batch_tool_calls", tables["tool_calls"])
+    for name in SHARED_RELATIONS:
+        sql.materialize(con, name)
+    for table in FACT_TABLES:
+        tables[table.name] = sql.frame(con, table.name)
+    for name in WORK_TABLES:
+        tables[name] = sql.frame(con, name)
+
+    per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
+    foreign_set = set(foreign.to_list())
+    inputs = [
+        {
+            "path": f.name,
+            **({"provenance": list(f.provenance)} if f.provenance else {}),
+            "size": loaded.sizes[i],
+            "sha256": loaded.digests[i].result(),
+            "session_key": f.session_key,
+            "stream_kind": f.stream_kind,
+            "lines": per_file.get(f.name, 0),
+            "versions": versions.get(i, []),
+            "blank_lines": blank_counts.get(i, 0),
+            "status": "foreign" if i in foreign_set else ("empty" if loaded.sizes[i] == 0 else "converted"),
+            **({"byte_order_mark": True} if loaded.boms[i] else {}),
+        }
+        for i, f in enumerate(files)
+        if loaded.errors[i] is None
+    ]
+    skipped = [(f.name, error) for f, error in zip(files, loaded.errors) if error is not None]
+    return Converted(tables, inputs, skipped)
+
+
+def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
+    """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
+    through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers."""
+    sql.register(con, "batch_objects", objects.with_row_index("obj_idx"))
+    observations = sql.frame(con, "observations")
+    con.unregister("batch_objects")
+    return observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx"))).drop(
+        "obj_idx"
+    )
+
+
+def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
+    """Attach the JSON texts records_full names by obs_idx (a gather shares the string buffers)."""
+    return records.with_columns(
+        native=classified.get_column("json").gather(records.get_column("native_obs_idx")),
+        tool_use_result=classified.get_column("tool_use_result").gather(records.get_column("tool_use_result_obs_idx")),
+    ).drop("native_obs_idx", "tool_use_result_obs_idx")
+
+
+def _rebuild_from_progress(
+    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, files_frame: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rebuild subagent streams whose transcript is absent from their agent_progress copies.
+
+    Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
+    with positions prefixed `agent_progress:`, and its records say where they came from.
+    """
+    sql.register(con, "observations", observations)
+    copies = sql.frame(con, "progress_copies")
+    if copies.is_empty():
+        return observations, files_frame
+    parents = files_frame.select("file_idx", "content_level", "producer_source", "meta")
+    virtual = (
+        copies.unique("child_session_key", keep="first", maintain_order=True)
+        .join(parents, on="file_idx", how="left")
+        .with_row_index("i")
+        .select(
+            file_idx=(pl.col("i") + files_frame.height).cast(pl.Int32),
+            source_file="source_file",
+            session_key="child_session_key",
+            session_id="agent_id",
+            stream_kind=pl.lit("subagent"),
+            parent_session_id="parent_session_id",
+            agent_id="agent_id",
+            sidecar=pl.lit(None, pl.String),
+            content_level="content_level",
+            producer_source="producer_source",
+            file_rank=pl.lit(0, pl.Int32),
+            position_prefix=pl.lit("agent_progress:"),
+            record_source=pl.lit("agent_progress"),
+            meta="meta",
+            is_foreign=pl.lit(False),
+        )
+    )
+    files_frame = pl.concat([files_frame, virtual])
+    objects = copies.join(
+        virtual.select("file_idx", child_session_key="session_key"), on="child_session_key", suffix="_virtual"
+    ).select(
+        file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
+    ).cast(OBJECT_SCHEMA)
+    sql.register(con, "batch_files", files_frame)
+    rebuilt = _observe(con, objects)
+    return pl.concat([observations, rebuilt]), files_frame
+
+
+def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
+    sql.register(con, "observations", observations)
+    roots = sql.frame(con, "sidechain_roots")
+    if roots.is_empty():  # no inline sidechains (transcripts after 1.0.x)
+        return observations.with_columns(sidechain_root=pl.lit(None, pl.String))
+    root = pl.col("sidechain_root")
+    return (
+        observations.join(
+            roots.rename({"root_uuid": "sidechain_root"}), on=["file_idx", "line", "sub"], how="left",
+            nulls_equal=True, maintain_order="left",
+        )
+        .with_columns(
+            session_key=pl.when(root.is_not_null())
+            .then(pl.col("session_key") + "/sidechain-" + root)
+            .otherwise(pl.col("session_key")),
+            stream_kind=pl.when(root.is_not_null()).then(pl.lit("sidechain")).otherwise(pl.col("stream_kind")),
+        )
+    )
+
+
+def _rejects_out(
+    lines: pl.DataFrame, rejects: pl.DataFrame, files_frame: pl.DataFrame, foreign: pl.Series, files: list[Stream]
+) -> pl.DataFrame:
+    names = files_frame.select("file_idx", "source_file")
+    bad = (
+        rejects.join(lines, on=["file_idx", "line"], how="left")
+        .join(names, on="file_idx", how="left")
+        .select(
+            "source_file", "line", "byte_offset", "byte_length", "reason", "detail",
+            first_bytes=pl.col("text").str.slice(0, 120),
+            raw=pl.coalesce(pl.col("raw"), pl.col("text").cast(pl.Binary)),
+        )
+    )
+    whole = (
+        names.filter(pl.col("file_idx").is_in(foreign.implode()))
+        .join(lines.filter(pl.col("line") == 1).select("file_idx", first_bytes=pl.col("text").str.slice(0, 120)),
+              on="file_idx", how="left")
+        .select(
+            "source_file",
+            line=pl.lit(None, pl.Int64),
+            byte_offset=pl.lit(0, pl.Int64),
+            byte_length=pl.col("file_idx").replace_strict(
+                {i: f.size for i, f in enumerate(files)}, default=None, return_dtype=pl.Int64
+            ),
+            reason=pl.lit("foreign_file"),
+            detail=pl.lit("no line is a Claude Code JSON object (for example one pretty-printed JSON document)"),
+            first_bytes="first_bytes",
+            raw=pl.lit(None, pl.Binary),
+        )
+    )
+    return pl.concat([bad, whole], how="vertical_relaxed").sort("source_file", "line", nulls_last=False)
+
+
+def streams_frame(files: list[Stream]) -> pl.DataFrame:
+    # Several files can hold the same stream (copies of one session): the largest ranks first.
+    ranked = sorted(range(len(files)), key=lambda i: (files[i].session_key, -files[i].size, files[i].name))
+    rank: dict[int, int] = {}
+    previous, r = None, 0
+    for i in ranked:
+        r = r + 1 if files[i].session_key == previous else 0
+        previous = files[i].session_key
+        rank[i] = r
+    return pl.DataFrame(
+        {
+            "file_idx": list(range(len(files))),
+            "source_file": [f.name for f in files],
+            "session_key": [f.session_key for f in files],
+            "session_id": [f.session_id for f in files],
+            "stream_kind": [f.stream_kind for f in files],
+            "parent_session_id": [f.parent_session_id for f in files],
+            "agent_id": [f.agent_id for f in files],
+            "sidecar": [f.sidecar for f in files],
+            "content_level": [f.content_level for f in files],
+            "producer_source": [f.producer_source for f in files],
+            "file_rank": [rank[i] for i in range(len(files))],
+            # positions in a second copy of a stream's file are told apart by a prefix
+            "position_prefix": [f"copy{rank[i]}:" if rank[i] else "" for i in range(len(files))],
+            "record_source": ["transcript"] * len(files),
+            "meta": [f.meta for f in files],
+        },
+        schema={
+            "file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "session_id": pl.String,
+            "stream_kind": pl.String, "parent_session_id": pl.String, "agent_id": pl.String,
+            "sidecar": pl.String, "content_level": pl.String, "producer_source": pl.String,
+            "file_rank": pl.Int32, "position_prefix": pl.String, "record_source": pl.String,
+            "meta": pl.String,
+        },
+    )

@@ -1,0 +1,31 @@
+"""Intermediate tables every format writes per batch and the final stage reads across batches.
+
+Not output tables: they live under the run folder's _work/ and are removed before the swap.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from batch.schema.base import I64, STR
+from batch.schema.core import INFERENCE_OBSERVATIONS, LOSSES, SESSIONS
+
+
+def _without(schema: pa.Schema, *names: str) -> list[pa.Field]:
+    return [f for f in schema if f.name not in names]
+
+
+WORK_SCHEMAS: dict[str, pa.Schema] = {
+    # one row per (stream, inference): sql/inference_candidates.sql
+    "inference_candidates": pa.schema(
+        [*_without(INFERENCE_OBSERVATIONS.schema, "is_selected"), pa.field("stream_ord", I64)]
+    ),
+    # one row per stream of a batch, before cross-batch lineage: sql/session_streams.sql
+    "session_streams": pa.schema(_without(SESSIONS.schema, "parent_session_key", "is_async")),
+    # one row per native fact tying a stream to another: sql/lineage_evidence.sql
+    "lineage_evidence": pa.schema(
+        [pa.field(n, STR) for n in ("child_session_key", "relation", "parent_session_key", "call_id", "role", "source")]
+    ),
+    # losses found at the source (absent blobs, hash mismatches, ...), rows of the losses table
+    "source_losses": LOSSES.schema,
+}

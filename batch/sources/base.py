@@ -1,0 +1,103 @@
+"""The seam between sources and the pipeline: streams, units of work, batches.
+
+A source (files on disk, a Git repository) discovers its inputs and hands the pipeline units of
+work: one session group each (a main session with its subagents), never split across batches.
+Discovery reads little (file sizes, metadata blobs); a unit's bytes are read when its batch runs,
+so memory stays bounded by the batch size. A loaded unit is a list of streams, each with its
+bytes (or a file to read them from) and where they came from, plus what the source itself knows:
+frames of tables the source fills, and losses found at the source (an absent blob, a hash
+mismatch), which reach the `losses` table like line-level losses do.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One transcript stream of a unit: what it is, in which format, and where its bytes come from."""
+
+    name: str  # shown in the outputs (source_file): <source root name>/<path>, or <repository>/<checkpoint tree path>
+    size: int
+    stream_kind: str  # main | subagent
+    session_id: str  # ASR session ID: sessionId (main) or agentId (subagent)
+    session_key: str
+    parent_session_id: str | None = None
+    agent_id: str | None = None
+    sidecar: str | None = None  # the .meta.json text, verbatim
+    content_level: str = "full"
+    producer_source: str = "claude-code-jsonl"  # the format module that converts the bytes
+    path: Path | None = None  # a file to read the bytes from when the batch runs
+    data: bytes | None = field(default=None, repr=False)  # the bytes, when read already (Git blobs)
+    provenance: tuple[dict, ...] = ()  # where the bytes came from beyond the name: Git blobs, one per chunk
+    meta: str | None = None  # JSON object: the stream's _meta (io.entire/checkpoint)
+
+    def open(self) -> BinaryIO:
+        """A binary reader of the stream's bytes."""
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        if self.path is None:
+            raise ValueError(f"{self.name}: a stream needs bytes or a path")
+        return self.path.open("rb")
+
+
+@dataclass
+class Loaded:
+    """A unit of work with its bytes: streams to convert, and what the source itself contributes."""
+
+    streams: list[Stream] = field(default_factory=list)
+    frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)  # output or work table -> frames
+    inputs: list[dict] = field(default_factory=list)  # manifest inputs the source read outside streams
+
+    def add(self, table: str, frame: pl.DataFrame) -> None:
+        """Add rows to an output table (or a work table) of the batch."""
+        if frame.height:
+            self.frames.setdefault(table, []).append(frame)
+
+    def extend(self, other: Loaded) -> None:
+        self.streams.extend(other.streams)
+        for name, frames in other.frames.items():
+            self.frames.setdefault(name, []).extend(frames)
+        self.inputs.extend(other.inputs)
+
+
+@dataclass
+class Unit:
+    """A session group, not read yet: `load()` reads its bytes when its batch runs."""
+
+    owner: str  # the main session key of the group: units are ordered by it
+    size: int  # bytes load() reads, about (used to form batches)
+    load: Callable[[], Loaded]
+    label: str = ""  # how the unit is named in messages (largest groups)
+
+
+def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:
+    """Group units into batches of at most `max_bytes`, in owner order; a larger unit is a batch of its own.
+
+    Units with the same owner (one session found in several sources) go to the same batch, so copies
+    of a stream are told apart within one batch."""
+    groups: dict[str, list[Unit]] = {}
+    for unit in units:
+        groups.setdefault(unit.owner, []).append(unit)
+    out: list[list[Unit]] = []
+    current: list[Unit] = []
+    size = 0
+    for owner in sorted(groups):
+        group = groups[owner]
+        group_size = sum(u.size for u in group)
+        if current and size + group_size > max_bytes:
+            out.append(current)
+            current, size = [], 0
+        current.extend(group)
+        size += group_size
+    if current:
+        out.append(current)
+    return out
+
