@@ -306,7 +306,7 @@ def _convert_batch_on(
     parts = sql.frame(con, "parts")
     sql.register(con, "batch_parts", parts)
     tables = {
-        "records": records,
+        "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts,
         "tool_calls": sql.frame(con, "tool_calls"),
         "source_lines": sql.frame(con, "source_lines_out"),
