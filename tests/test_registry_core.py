@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS
+from conftest import CORPUS, NEW_CORPUS, older
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
@@ -249,8 +249,8 @@ def test_subagent_launch_prompt_is_written_by_an_agent_only_when_a_native_field_
 
 
 def test_real_prompts_carry_no_human_author_without_origin(corpus):
-    # no corpus version (<= 2.1.114) writes origin.kind: a typed prompt has no marker, so no author
-    assert rows(corpus["records"], author="human").height == 0
+    # no corpus version up to 2.1.114 writes origin.kind: a typed prompt has no marker, so no author
+    assert rows(older(corpus["records"]), author="human").height == 0
     assert who(first_user_message(corpus, SNIFFLY)) == (None, None)
 
 
@@ -341,8 +341,8 @@ def test_only_prompts_carry_triggers(authored):
 
 
 def test_real_transcripts_carry_no_trigger(corpus):
-    # no turnOrigin, origin or scheduled fields before 2.1.2xx: nothing to map
-    triggered = corpus["records"].filter(
+    # no turnOrigin, origin or scheduled fields up to 2.1.114: nothing to map
+    triggered = older(corpus["records"]).filter(
         pl.col("trigger_kind").is_not_null() | pl.col("trigger_native").is_not_null()
         | pl.col("trigger_id").is_not_null()
     )
@@ -494,7 +494,7 @@ def test_real_user_shell_commands(corpus, version):
 
 
 def test_real_user_shell_commands_are_the_only_user_requested_calls(corpus):
-    user_calls = rows(corpus["tool_calls"], requested_by="user")
+    user_calls = rows(older(corpus["tool_calls"]), requested_by="user")
     assert sorted(user_calls["session_key"]) == sorted(s for s, _, _ in SHELL_SESSIONS.values())
     model_calls = corpus["tool_calls"].filter(pl.col("requested_by") == "model")
     assert model_calls.filter(~pl.col("call_id").str.starts_with("toolu_")).height == 0
@@ -563,7 +563,7 @@ def test_queue_remove_withdraws_the_latest_earlier_enqueue_of_its_content(author
 
 
 def test_real_queue_remove_withdraws_the_queued_message(corpus):
-    withdrawn = rows(corpus["records"], status="withdrawn").sort("session_key", "seq")
+    withdrawn = rows(older(corpus["records"]), status="withdrawn").sort("session_key", "seq")
     assert list(zip(withdrawn["session_key"], withdrawn["position"])) == [
         (SPOTTER_AUTO, "line:497"), (SPOTTER_AUTO, "line:603"), (SPOTTER_HEAVY, "line:9"),
     ]
@@ -756,7 +756,13 @@ def test_main_sessions_claim_no_parent(authored):
 
 def test_real_compact_boundaries_have_logical_parents(corpus):
     boundaries = rows(corpus["records"], native_subtype="compact_boundary").sort("session_key")
-    assert boundaries["session_key"].to_list() == [SPOTTER_AUTO, SPOTTER_MANUAL, FASTHOOKS]
+    assert older(boundaries)["session_key"].to_list() == [SPOTTER_AUTO, SPOTTER_MANUAL, FASTHOOKS]
+    # and every boundary line of the newer sessions, counted from the files
+    expected = sum(
+        sum(1 for line in path.read_text().splitlines() if '"subtype":"compact_boundary"' in line)
+        for path in NEW_CORPUS.rglob("*.jsonl")
+    )
+    assert boundaries.height - 3 == expected > 0
     for row in boundaries.iter_rows(named=True):
         # records.native holds the compact summary folded into the boundary (ASR-373): read the boundary line
         line = (CORPUS.parent / row["source_file"]).read_text().splitlines()[row["source_line"] - 1]
