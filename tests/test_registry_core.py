@@ -365,12 +365,15 @@ def test_repeated_metadata_gives_one_event_per_change(authored):
     ("line", "set_by"),
     [
         (7, 1), (8, 2), (9, 5), (10, 6),  # mode, permission-mode, ai-title, last-prompt re-written at exit
-        (20, 1), (21, 13), (22, 15), (23, 16), (24, 17), (25, 18), (27, 19),  # the next exit
+        (20, 1), (22, 15), (23, 16), (24, 17), (25, 18), (27, 19),  # the next exit
+        # permission-mode lines repeating the mode the prompt of line 11 set fold into that prompt
+        (13, uid("4a000000", 3)), (21, uid("4a000000", 3)),
     ],
 )
 def test_repeated_line_is_a_duplicate_folded_into_the_line_that_set_the_value(authored, line, set_by):
+    key = set_by if isinstance(set_by, str) else f"line:{set_by}"
     assert line_status(authored, "metadata", METADATA, line) == (
-        "duplicate", "unchanged_value", f"{METADATA}:line:{set_by}",
+        "duplicate", "unchanged_value", f"{METADATA}:{key}",
     )
 
 
@@ -398,9 +401,9 @@ def test_permission_mode_lines_and_prompt_modes_are_one_config_sequence(authored
     found = rows(authored["session_events"], session_key=METADATA, field="permission_mode").sort("seq")
     # the first from a permission-mode line, the change from a prompt's permissionMode
     assert found["native_type"].to_list() == ["permission-mode", "user"]
-    # the permission-mode line written after that prompt repeats its value: a record, not an event
-    assert record(authored, METADATA, "line:13")["kind"] == "config_change"
-    assert f"{METADATA}:line:13" not in found["record_id"].to_list()
+    # the permission-mode line written after that prompt repeats its value: no change, so no record
+    # of its own (registry entry, Repeated metadata: compared with the value whichever line set it)
+    assert rows(authored["records"], session_key=METADATA, position="line:13").height == 0
 
 
 def test_mode_line_is_a_config_change(authored):

@@ -1,0 +1,105 @@
+"""Registry items on real transcripts of Claude Code 2.1.158-2.1.199 (tests/fixtures/corpus/claude-code-2.1.1xx).
+
+Expected values are read from the transcript lines here, with json.loads and plain Python, never with
+the converter's own functions; line numbers named in a test were checked by reading the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import CORPUS, NEW_CORPUS, read_tables
+
+CUTESTICKY = "bd282509-c6ca-4b2e-ad2d-3d9cd0bb8be5"  # 2.1.158
+PV = "dbea81d5-9c8d-465e-934a-a8857a479d61"  # 2.1.185
+TOKENS = "be80e9bc-44fd-4e97-abd0-5d14c5d3e626"  # 2.1.181
+SIGNAL_4 = "3b5a9bec-34c4-48d5-9502-dd21f9e1e011"  # 2.1.179
+SIGNAL_10 = "47f1677e-c6c9-4dba-8e3f-1e3dfe715b26"  # 2.1.179
+SIGNAL_6 = "b4204c32-77ab-409a-9627-b677ca8be616"  # 2.1.179
+GIT_SYNC_199 = "1e0a84da-d36b-4e8a-925c-b32310479358"  # 2.1.199
+GIT_SYNC_183 = "4f8f5e9b-9f90-4c22-88b9-988c55f45833"  # 2.1.183
+
+
+@pytest.fixture(scope="module")
+def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
+    return read_tables(corpus_out)
+
+
+def path_of(session: str) -> Path:
+    return next(NEW_CORPUS.rglob(f"{session}.jsonl"))
+
+
+def source_file(session: str) -> str:
+    return "corpus/" + path_of(session).relative_to(CORPUS).as_posix()
+
+
+def lines(session: str) -> list[tuple[int, dict]]:
+    """(1-based line number, object) of every non-blank line of a session's file."""
+    text = path_of(session).read_text(encoding="utf-8")
+    return [(n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
+def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
+    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
+
+
+def one(frame: pl.DataFrame, **where) -> dict:
+    found = rows(frame, **where)
+    assert found.height == 1, (where, found.height)
+    return found.row(0, named=True)
+
+
+def line_of(corpus: dict, session: str, line: int) -> dict:
+    return one(corpus["source_lines"], source_file=source_file(session), line=line)
+
+
+# --------------------------------------------------------------------------- repeated metadata
+
+
+def expected_permission_changes(session: str) -> list[tuple[int, str]]:
+    """(line, mode) of each change of the session's permission mode: permission-mode lines and
+    prompts' permissionMode are one value, and a value equal to the current one is no change."""
+    current, changes = None, []
+    for n, obj in lines(session):
+        if obj.get("type") == "permission-mode" or (obj.get("type") == "user" and "permissionMode" in obj):
+            if obj["permissionMode"] != current:
+                changes.append((n, obj["permissionMode"]))
+                current = obj["permissionMode"]
+    return changes
+
+
+def test_real_permission_mode_line_repeating_a_prompts_mode_is_no_change(corpus):
+    # line 10: a prompt in plan mode; line 27: the permission-mode line written after it says plan again;
+    # line 72: a prompt back in bypassPermissions; line 78: the line repeating it
+    for line, setter in ((27, 10), (78, 72)):
+        repeated = line_of(corpus, CUTESTICKY, line)
+        prompt = line_of(corpus, CUTESTICKY, setter)
+        assert (repeated["status"], repeated["reason"]) == ("duplicate", "unchanged_value")
+        assert repeated["record_id"] == prompt["record_id"] == f"{CUTESTICKY}:{dict(lines(CUTESTICKY))[setter]['uuid']}"
+        assert json.loads(repeated["native"])["type"] == "permission-mode"
+    events = rows(corpus["session_events"], session_key=CUTESTICKY, field="permission_mode").sort("seq")
+    assert [r["record_id"] for r in events.iter_rows(named=True)][1:3] == [
+        line_of(corpus, CUTESTICKY, 10)["record_id"], line_of(corpus, CUTESTICKY, 72)["record_id"],
+    ]
+
+
+@pytest.mark.parametrize("session", [CUTESTICKY, PV, TOKENS, SIGNAL_4, SIGNAL_10, SIGNAL_6, GIT_SYNC_199, GIT_SYNC_183])
+def test_real_permission_mode_events_are_the_changes_of_one_session_value(corpus, session):
+    events = rows(corpus["session_events"], session_key=session, field="permission_mode").sort("seq")
+    got = [
+        (line_of_record(corpus, r["record_id"]), r["value"]) for r in events.iter_rows(named=True)
+    ]
+    assert got == expected_permission_changes(session)
+    # a permission-mode line that is no change has no record of its own
+    changing = {n for n, _ in expected_permission_changes(session)}
+    for n, obj in lines(session):
+        if obj.get("type") == "permission-mode" and n not in changing:
+            assert line_of(corpus, session, n)["reason"] == "unchanged_value", n
+
+
+def line_of_record(corpus: dict, record_id: str) -> int:
+    return one(corpus["records"], record_id=record_id)["source_line"]
