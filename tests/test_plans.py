@@ -316,7 +316,7 @@ def test_memory_changes_store_scope_op_and_status(authored):
         "toolu_01Mem4": ("agent_memory", "agent", "update", "applied", None),  # Write update, agent memory
         "toolu_01Mem5": ("auto_memory", "project", "add", "applied", True),  # custom memory dir, stamped
         "toolu_01Mem7": ("auto_memory", "project", None, "unknown", None),  # no result in the capture
-        None: ("auto_memory", "project", None, "applied", None),  # memory_saved
+        None: ("auto_memory", "project", "add", "applied", None),  # memory_saved: the path is not written before
     }
     assert set(by_call) == set(expected)  # the write to src/app.py is not a memory change
     for call_id, want in expected.items():

@@ -143,7 +143,8 @@ MEMORY_CHANGES = Table(
         col("store", STR, "auto_memory or agent_memory"),
         col("scope", STR, "project (auto memory) or agent (agent memory)"),
         col("op", STR, "add (Write result type create) or update (Write result type update, Edit, MultiEdit, "
-            "NotebookEdit); null when not recorded (a Write without result, a memory_saved path)"),
+            "NotebookEdit); for a memory_saved path, update when the stream shows an earlier applied write of that "
+            "path, else add (the first write this transcript shows); null when not recorded (a Write without result)"),
         col("target_path", STR, "path of the memory file written"),
         col("agent_type", STR, "agent type named by an agent-memory path (…/agent-memory/<agentType>/)"),
         col("cause_call_id", STR, "tool_use.id of the write (cause.callId); null for memory_saved"),
