@@ -23,11 +23,16 @@ rejected as (
     group by session_key
 ),
 
+-- a background command whose output read records a native exit code (background_tasks.exit_code)
+-- has one: its launching call is not counted
 shell_calls as (
-    select session_key, count(*) as n
-    from tool_calls
-    where tool_kind = 'execute'
-    group by session_key
+    select c.session_key, count(*) as n
+    from tool_calls as c
+    anti join (
+        select session_key, call_id from background_tasks where exit_code is not null and call_id is not null
+    ) as b using (session_key, call_id)
+    where c.tool_kind = 'execute'
+    group by c.session_key
 ),
 
 truncated_outputs as (
@@ -99,7 +104,8 @@ final as (
     select
         session_key,
         'shell_exit_code',
-        'Claude Code records no numeric exit code for shell commands: success is known only from is_error',
+        'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
+            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)',
         n,
     from shell_calls
 

@@ -103,3 +103,43 @@ def test_real_permission_mode_events_are_the_changes_of_one_session_value(corpus
 
 def line_of_record(corpus: dict, record_id: str) -> int:
     return one(corpus["records"], record_id=record_id)["source_line"]
+
+
+# --------------------------------------------------------------------------- shell exit codes
+
+
+def test_real_background_exit_codes_are_kept_with_their_evidence_and_not_declared_lost(corpus):
+    # independent reading: TaskOutput results with task.exitCode, and the Bash call that launched each task
+    launched, read = {}, {}
+    for n, obj in lines(CUTESTICKY):
+        result = obj.get("toolUseResult")
+        if not isinstance(result, dict):
+            continue
+        call_id = obj["message"]["content"][0]["tool_use_id"]
+        if result.get("backgroundTaskId"):
+            launched[result["backgroundTaskId"]] = call_id
+        task = result.get("task")
+        if isinstance(task, dict) and "exitCode" in task:
+            read[task["task_id"]] = (task["exitCode"], obj["uuid"])
+    assert sorted(read) == ["bdgphe46i", "beo9xpu6s"]
+    tasks = corpus["background_tasks"].filter(pl.col("exit_code").is_not_null() & (pl.col("session_key") == CUTESTICKY))
+    got = {r["task_id"]: (r["exit_code"], r["exit_code_record_id"], r["exit_code_source"], r["call_id"])
+           for r in tasks.iter_rows(named=True)}
+    assert got == {
+        task_id: (code, f"{CUTESTICKY}:{uuid}", "task_output", launched[task_id]) for task_id, (code, uuid) in read.items()
+    }
+    # the loss counts the shell calls of the stream without a native exit code
+    shell_calls = {
+        block["id"]
+        for _, obj in lines(CUTESTICKY) if obj.get("type") == "assistant"
+        for block in obj["message"]["content"] if block.get("type") == "tool_use" and block["name"] in ("Bash", "PowerShell")
+    }
+    # and a person's `!` command (<bash-input>) is a shell call too
+    user_commands = [
+        n for n, obj in lines(CUTESTICKY)
+        if obj.get("type") == "user" and isinstance(obj["message"]["content"], str)
+        and obj["message"]["content"].startswith("<bash-input>")
+    ]
+    assert len(user_commands) == 1
+    loss = one(corpus["losses"], session_key=CUTESTICKY, category="shell_exit_code")
+    assert loss["count"] == len(shell_calls - {launched[t] for t in read}) + len(user_commands)
