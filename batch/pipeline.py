@@ -16,7 +16,7 @@ from batch import sql
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.sources.claude_code import Discovery, SourceFile, batches, discover, group_owner, read_lines
 from batch.transforms.classify import classify
-from batch.transforms.recover import OBJECT_SCHEMA, recover
+from batch.transforms.recover import OBJECT_SCHEMA, UNCOMMITTED, recover
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import Output
 
@@ -432,7 +432,8 @@ def _rejects_out(
 ) -> pl.DataFrame:
     names = files_frame.select("file_idx", "source_file")
     bad = (
-        rejects.join(lines, on=["file_idx", "line"], how="left")
+        rejects.filter(pl.col("reason") != UNCOMMITTED)  # kept in source_lines only: not a reject
+        .join(lines, on=["file_idx", "line"], how="left")
         .join(names, on="file_idx", how="left")
         .select(
             "source_file", "line", "byte_offset", "byte_length", "reason", "detail",
