@@ -28,7 +28,7 @@ DEFAULT_WORKERS = 2
 # of 64 and 130 MiB (docs/performance.md, "One large session").
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 15
-WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
+WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence", "number_faults")
 CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
 # Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
 # batch_parts, batch_tool_calls and batch_files.

@@ -46,6 +46,17 @@ rebuilt as (
     select session_key from sessions where rebuilt_from is not null
 ),
 
+-- counts present in a form no column can hold: named one by one (field=value at source_file position)
+unmapped_numbers as (
+    select
+        session_key,
+        count(*) as n,
+        string_agg(field || '=' || native_value || ' at ' || source_file || ' ' || position, '; '
+            order by source_file, line, field) as listed,
+    from number_faults
+    group by session_key
+),
+
 foreign_files as (
     select count(*) as n from rejects where reason = 'foreign_file'
 ),
@@ -117,6 +128,16 @@ final as (
         'tool outputs persisted to tool-results/ whose file is not in the archive (deleted by retention or not copied)',
         n,
     from truncated_outputs
+
+    union all
+
+    select
+        session_key,
+        'number_not_mapped',
+        'counts that are not integers fitting a 64-bit column are null in the tables and kept verbatim in '
+            || 'the line''s native JSON: ' || listed,
+        n,
+    from unmapped_numbers
 
     union all
 
