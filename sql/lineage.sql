@@ -1,6 +1,10 @@
 -- lineage: one row per (stream, relation) with native evidence of another stream behind it.
 -- spawned_by: the parent stream is the one whose records hold the spawning call (tool_calls),
--- else the stream that reported the agentId in a tool result or progress line.
+-- else the stream that reported the agentId in a tool result or progress line. Its evidence is
+-- native_field only when the sidecar's toolUseId and the parent's tool result naming the agentId
+-- name the same call (registry entry, Lineage); native_field_partial with one of the two (or two
+-- that disagree), progress_field with agent_progress lines only, content_match for an inline 1.0.x
+-- sidechain matched by prompt text. losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId.
 with evidence as (
@@ -22,8 +26,17 @@ spawned as (
         child_session_key as session_key,
         coalesce(
             arg_min(call_id, source) filter (where source = 'sidecar.toolUseId'),
+            min(call_id) filter (where source = 'tool_result.agentId'),
             min(call_id)
         ) as call_id,
+        -- the entry's evidence: the sidecar's toolUseId and the parent's result naming the agentId,
+        -- both naming one call
+        count(distinct call_id) filter (
+            where source in ('sidecar.toolUseId', 'tool_result.agentId')
+        ) = 1 and bool_or(source = 'sidecar.toolUseId') and bool_or(source = 'tool_result.agentId')
+            as has_entry_evidence,
+        bool_or(source in ('sidecar.toolUseId', 'tool_result.agentId')) as has_one_entry_field,
+        bool_or(source = 'progress.agentId') as has_progress,
         min(parent_session_key) as reported_parent,
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,
@@ -41,7 +54,13 @@ spawned_edges as (
         c.call_record_id,
         s.stream_kind as scope,
         p.role,
-        case when p.evidence_detail = 'tool_use.prompt' then 'content_match' else 'native_field' end as evidence,
+        -- only the entry's two fields together are native_field; anything less says what it rests on
+        case
+            when p.has_entry_evidence then 'native_field'
+            when p.has_one_entry_field then 'native_field_partial'
+            when p.has_progress then 'progress_field'
+            else 'content_match'
+        end as evidence,
         p.evidence_detail,
     from spawned as p
     join streams as s using (session_key)

@@ -94,11 +94,20 @@ final as (
     select
         s.session_key,
         'lineage',
-        'no native field names the tool call that spawned this subagent',
+        case l.evidence
+            when 'native_field_partial' then 'only one of the two native fields the registry entry names (the '
+                || 'sidecar toolUseId, the parent tool result naming the agentId) ties this subagent to its '
+                || 'spawning call, or they disagree: lineage.evidence native_field_partial'
+            when 'progress_field' then 'only agent_progress lines (data.agentId with parentToolUseID) tie this '
+                || 'subagent to its spawning call, which is not the registry entry''s evidence: lineage.evidence progress_field'
+            when 'content_match' then 'the spawning call is matched by prompt text only, which is not the registry '
+                || 'entry''s evidence: lineage.evidence content_match'
+            else 'no native field names the tool call that spawned this subagent'
+        end,
         cast(null as bigint),
     from streams as s
-    anti join (select session_key from lineage where relation = 'spawned_by') as l using (session_key)
-    where s.stream_kind <> 'main'
+    left join (select session_key, evidence from lineage where relation = 'spawned_by') as l using (session_key)
+    where s.stream_kind <> 'main' and l.evidence is distinct from 'native_field'
 
     union all
 

@@ -5,6 +5,7 @@ Small authored transcripts built here line by line; expected values are written 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -85,3 +86,84 @@ def test_a_count_that_fits_no_column_is_a_loss_naming_field_and_line(src: Path, 
     native = rows(t["records"], record_id=f"{SID}:msg:msg_01Big")[0]["native"]
     assert '"output_tokens":1000000000000000000000000000000' in native
     assert t["rejects"].height == 0
+
+
+# --------------------------------------------------------------------------- subagent launch prompt
+
+
+def _subagent(src: Path, agent: str, first_prompt: str, sidecar: dict) -> None:
+    folder = src / SID / "subagents"
+    write_jsonl(folder / f"agent-{agent}.jsonl", [
+        user(f"{agent}-0000-4000-8000-000000000001", None, first_prompt, isSidechain=True, agentId=agent),
+        assistant(f"{agent}-0000-4000-8000-000000000002", f"{agent}-0000-4000-8000-000000000001", f"msg_01{agent}",
+                  [TEXT], stop="end_turn", isSidechain=True, agentId=agent),
+    ])
+    (folder / f"agent-{agent}.meta.json").write_text(json.dumps(sidecar))
+
+
+def _agent_call(n: int, parent: str, call_id: str, prompt: str) -> dict:
+    return assistant(uid(n), parent, f"msg_01Call{n}", [{
+        "type": "tool_use", "id": call_id, "name": "Agent",
+        "input": {"description": prompt, "prompt": prompt, "subagent_type": "Explore"},
+    }], stop="tool_use")
+
+
+def _agent_result(n: int, parent: str, call_id: str, agent: str) -> dict:
+    return tool_result(uid(n), parent, call_id, "done", result={
+        "status": "completed", "agentId": agent, "agentType": "Explore", "content": [{"type": "text", "text": "done"}],
+    })
+
+
+def test_launch_prompt_and_native_lineage_need_the_sidecar_and_the_result_naming_one_call(src: Path, out: Path):
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "survey"),
+        _agent_call(2, uid(1), "toolu_01Both", "survey tests"),
+        _agent_result(3, uid(2), "toolu_01Both", "aaaa0001"),
+        _agent_call(4, uid(3), "toolu_01Other", "survey ci"),
+        _agent_result(5, uid(4), "toolu_01Other", "aaaa0002"),
+    ])
+    # both fields name toolu_01Both: the entry's evidence
+    _subagent(src, "aaaa0001", "survey tests", {"agentType": "Explore", "toolUseId": "toolu_01Both"})
+    # the sidecar names a call the result naming this agent does not answer: they disagree
+    _subagent(src, "aaaa0002", "survey ci", {"agentType": "Explore", "toolUseId": "toolu_01Elsewhere"})
+    t = run(src, out)
+
+    def first_prompt(agent: str) -> tuple:
+        r = rows(t["records"], session_key=f"{SID}/{agent}", seq=1)[0]
+        return r["author"], r["origin"]
+
+    def edge(agent: str) -> tuple:
+        r = rows(t["lineage"], session_key=f"{SID}/{agent}", relation="spawned_by")[0]
+        return r["call_id"], r["evidence"], r["evidence_detail"], r["parent_session_key"]
+
+    assert first_prompt("aaaa0001") == ("agent", "prompt")
+    assert edge("aaaa0001") == ("toolu_01Both", "native_field", "sidecar.toolUseId,tool_result.agentId", SID)
+    assert rows(t["losses"], session_key=f"{SID}/aaaa0001", category="lineage") == []
+    assert first_prompt("aaaa0002") == (None, None)
+    assert edge("aaaa0002")[1] == "native_field_partial"
+    assert "native_field_partial" in rows(t["losses"], session_key=f"{SID}/aaaa0002", category="lineage")[0]["detail"]
+
+
+def test_lineage_resting_on_progress_lines_only_says_so_and_is_declared_lost(src: Path, out: Path):
+    # the Agent call has no result in this capture: only agent_progress lines name the agent
+    progress = envelope(
+        "progress", uid(3), uid(2), "2026-09-16T08:00:03.000Z",
+        data={
+            "type": "agent_progress", "agentId": "bbbb0001", "prompt": "look around",
+            "message": {"type": "user", "uuid": "bbbb0001-0000-4000-8000-000000000001",
+                        "timestamp": "2026-09-16T08:00:03.000Z",
+                        "message": {"role": "user", "content": [{"type": "text", "text": "look around"}]}},
+        },
+        toolUseID="agent_msg_01", parentToolUseID="toolu_01Pending",
+    )
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "look around"),
+        _agent_call(2, uid(1), "toolu_01Pending", "look around"),
+        progress,
+    ])
+    t = run(src, out)
+    key = f"{SID}/bbbb0001"
+    edge = rows(t["lineage"], session_key=key, relation="spawned_by")[0]
+    assert (edge["call_id"], edge["evidence"], edge["evidence_detail"]) == ("toolu_01Pending", "progress_field", "progress.agentId")
+    assert "progress_field" in rows(t["losses"], session_key=key, category="lineage")[0]["detail"]
+    assert rows(t["records"], session_key=key, seq=1)[0]["author"] is None

@@ -254,7 +254,10 @@ LINEAGE = Table(
         _c("call_record_id", STR, "record holding the spawning tool call"),
         _c("scope", STR, "stream kind of the child: subagent or sidechain"),
         _c("role", STR, "agentType of the subagent"),
-        _c("evidence", STR, "native_field, or content_match for an inline sidechain matched to its Task call by prompt"),
+        _c("evidence", STR, "native_field (the sidecar toolUseId and the parent's result naming the agentId name one "
+           "call, as the registry entry requires), native_field_partial (one of the two, or two that disagree), "
+           "progress_field (agent_progress lines only) or content_match (an inline sidechain matched to its Task call "
+           "by prompt); all but native_field come with a lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt"),
     ),
