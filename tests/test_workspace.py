@@ -407,6 +407,10 @@ def test_corpus_sidecar_worktree_paths_are_linked_worktree_states(corpus):
     }
     assert {r["is_worktree_linked"] for r in rows} == {True}
     assert {r["record_id"] for r in rows} == {None}
+    # no transcript position: the snapshot tail, ordered after every record of its stream
+    for r in rows:
+        seqs = corpus["records"].filter(pl.col("session_key") == r["session_key"]).get_column("seq")
+        assert r["seq"] == seqs.max() + 1 == seqs.len() + 1, r["session_key"]
     # each of those agents' records ran in its worktree
     for key, path in got.items():
         first = _rows(corpus["workspace_states"], session_key=key, source="record.cwd")

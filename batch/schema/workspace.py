@@ -102,8 +102,8 @@ WORKSPACE_STATES = Table(
     (
         col("record_id", STR, "record holding the state; null for a sidecar row (the .meta.json is not a record)"),
         col("session_key", STR, "stream the state applies to"),
-        col("seq", I64, "seq of the record in its stream; null for a sidecar row, which describes the "
-            "whole stream"),
+        col("seq", I64, "seq of the record in its stream. A sidecar row has no transcript position: it is the "
+            "stream's snapshot tail (a current state), ordered after every record with seq = last record seq + 1"),
         col("source", STR, "record.cwd (the envelope cwd of a record), environment.snapshot, "
             "environment.changes (environment attachment), worktree-state, relocated, or sidecar.worktreePath"),
         col("cwd", STR, "working directory: record cwd, environment workingDirectory, or relocatedCwd; null "
