@@ -466,7 +466,7 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
         con.read_parquet(output.glob(name, work=True)).create_view(name)
     for name in (
         "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
-        "background_tasks",
+        "background_tasks", "usage_summaries",
     ):
         con.read_parquet(output.glob(name)).create_view(name)
     counts = {}

@@ -42,6 +42,12 @@ truncated_outputs as (
     group by session_key
 ),
 
+summaries as (
+    select session_key, count(*) as n
+    from usage_summaries
+    group by session_key
+),
+
 rebuilt as (
     select session_key from sessions where rebuilt_from is not null
 ),
@@ -137,6 +143,17 @@ final as (
         'tool outputs persisted to tool-results/ whose file is not in the archive (deleted by retention or not copied)',
         n,
     from truncated_outputs
+
+    union all
+
+    select
+        session_key,
+        'accounting_join',
+        'cost-state totals (usage_summaries) are not joined to the inferences they count: the transcript does '
+            || 'not say which responses (or whether subagents) a total includes, so they are kept beside '
+            || 'inferences and not reconciled with them',
+        n,
+    from summaries
 
     union all
 

@@ -167,3 +167,25 @@ def test_lineage_resting_on_progress_lines_only_says_so_and_is_declared_lost(src
     assert (edge["call_id"], edge["evidence"], edge["evidence_detail"]) == ("toolu_01Pending", "progress_field", "progress.agentId")
     assert "progress_field" in rows(t["losses"], session_key=key, category="lineage")[0]["detail"]
     assert rows(t["records"], session_key=key, seq=1)[0]["author"] is None
+
+
+# --------------------------------------------------------------------------- accounting join
+
+
+def test_usage_summaries_declare_the_accounting_join_loss(src: Path, out: Path):
+    cost = {
+        "type": "cost-state", "sessionId": SID, "totalCostUSD": 0.12, "totalDuration": 812,
+        "modelUsage": {"claude-opus-4-6": {"inputTokens": 6, "outputTokens": 3, "cacheReadInputTokens": 50,
+                                           "cacheCreationInputTokens": 100, "costUSD": 0.12}},
+    }
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "hello"),
+        assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn"),
+        cost,
+        cost,  # written again: a second summary record
+    ])
+    t = run(src, out)
+    assert len(rows(t["usage_summaries"], session_key=SID)) == 2
+    loss = rows(t["losses"], session_key=SID, category="accounting_join")
+    assert [r["count"] for r in loss] == [2]  # one loss row per stream, counting its summaries
+    assert "not joined to the inferences" in loss[0]["detail"]
