@@ -64,6 +64,16 @@ COVERAGE = {
     ),
     "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
 }
+RETENTION = (
+    "Claude Code deletes transcripts after 30 days by default and may delete tool-results/ files under its "
+    "retention policy; a bundle manifest that knows of a deletion records it as deleted_by_retention. A transcript "
+    "archive holds no record of a deletion: a referenced file that is absent may have been deleted by retention, "
+    "removed by hand or never copied. So deleted_by_retention is never claimed: each referenced file the archive "
+    "lacks (a tool-results/ file a persisted output points to, a subagent transcript a parent's result or progress "
+    "line names) is listed under absent_files with status absent and its possible causes, and its loss is declared "
+    "(tool_output_truncated, subagent_transcript_absent, lineage). Sessions whose transcripts are gone leave no trace "
+    "in an archive and cannot be listed."
+)
 UNASSIGNED = (
     "Facts without established session ownership are listed in _meta['com.anthropic.claude-code/unassigned'] "
     "and nowhere else: summary lines whose leafUuid is not a record of the stream holding them (a summary can "
@@ -155,10 +165,10 @@ def convert(
                     running = set()
             collect(wait(running).done)
         with _connect() as con:
-            final_counts, unassigned = _finalize(con, output)
+            final_counts, unassigned, absent = _finalize(con, output)
         counts.update(final_counts)
         inputs.sort(key=lambda i: i["path"])
-        manifest = _manifest(found, inputs, counts, unassigned)
+        manifest = _manifest(found, inputs, counts, unassigned, absent)
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
@@ -461,7 +471,7 @@ def _rejects_out(
     return pl.concat([bad, whole], how="vertical_relaxed").sort("source_file", "line", nulls_last=False)
 
 
-def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str, int], list[dict]]:
+def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str, int], list[dict], list[dict]]:
     for name in WORK_TABLES:
         con.read_parquet(output.glob(name, work=True)).create_view(name)
     for name in (
@@ -484,14 +494,27 @@ def _finalize(con: duckdb.DuckDBPyConnection, output: Output) -> tuple[dict[str,
         }
         for kind, field, value, leaf, path, position in sql.relation(con, "unassigned_facts").fetchall()
     ]
-    return counts, unassigned
+    absent = [
+        {
+            "kind": kind,
+            "name": name,
+            "session_key": session_key,
+            "referenced_by": {"path": path, "position": position} if path else None,
+            "status": "absent",
+            "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
+        }
+        for kind, name, session_key, path, position in sql.relation(con, "absent_files").fetchall()
+    ]
+    return counts, unassigned, absent
 
 
 def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in version.split("."))
 
 
-def _manifest(found: Discovery, inputs: list[dict], counts: dict[str, int], unassigned: list[dict]) -> dict:
+def _manifest(
+    found: Discovery, inputs: list[dict], counts: dict[str, int], unassigned: list[dict], absent: list[dict]
+) -> dict:
     rejected = counts.get("rejects", 0)
     foreign = sum(1 for i in inputs if i["status"] == "foreign")
     return {
@@ -510,6 +533,7 @@ def _manifest(found: Discovery, inputs: list[dict], counts: dict[str, int], unas
                 "versions_in_input": sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key),
             },
             "unassigned_facts": UNASSIGNED,
+            "retention": {"policy": RETENTION, "absent_files": absent},
         },
         "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
     }

@@ -48,6 +48,15 @@ summaries as (
     group by session_key
 ),
 
+-- subagents a parent's tool result names (agentId) with no stream at all: no transcript, no progress copy
+unseen_agents as (
+    select e.parent_session_key as session_key, count(distinct e.child_session_key) as n
+    from lineage_evidence as e
+    anti join sessions as s on s.session_key = e.child_session_key
+    where e.relation = 'spawned_by' and e.source = 'tool_result.agentId' and e.parent_session_key is not null
+    group by e.parent_session_key
+),
+
 rebuilt as (
     select session_key from sessions where rebuilt_from is not null
 ),
@@ -124,6 +133,16 @@ final as (
             || 'copies in its parent, which keep no parent links, no metadata lines and often no final usage',
         cast(null as bigint),
     from rebuilt
+
+    union all
+
+    select
+        session_key,
+        'subagent_transcript_absent',
+        'subagents this stream launched (a tool result names their agentId) whose transcripts are not in the '
+            || 'archive and whose messages no progress line holds: listed in the manifest (export_report.retention)',
+        n,
+    from unseen_agents
 
     union all
 

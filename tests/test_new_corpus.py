@@ -143,3 +143,29 @@ def test_real_background_exit_codes_are_kept_with_their_evidence_and_not_declare
     assert len(user_commands) == 1
     loss = one(corpus["losses"], session_key=CUTESTICKY, category="shell_exit_code")
     assert loss["count"] == len(shell_calls - {launched[t] for t in read}) + len(user_commands)
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def test_real_subagents_named_but_absent_are_listed_never_claimed_deleted_by_retention(corpus_out, corpus):
+    # independent reading: every agentId a tool result names, per session, in the 2.1.1xx files
+    named: dict[str, set[str]] = {}
+    for session in (CUTESTICKY, PV, TOKENS, SIGNAL_4, SIGNAL_10, SIGNAL_6, GIT_SYNC_199, GIT_SYNC_183):
+        for _, obj in lines(session):
+            result = obj.get("toolUseResult")
+            if isinstance(result, dict) and result.get("agentId"):
+                named.setdefault(session, set()).add(result["agentId"])
+    assert sum(len(v) for v in named.values()) >= 14
+    manifest = json.loads((corpus_out / "manifest.json").read_text())
+    retention = manifest["export_report"]["retention"]
+    assert "deleted_by_retention is never claimed" in retention["policy"]
+    listed: dict[str, set[str]] = {}
+    for entry in retention["absent_files"]:
+        if entry["kind"] == "subagent_transcript" and entry["session_key"] in named:
+            listed.setdefault(entry["session_key"], set()).add(entry["name"])
+            assert entry["status"] == "absent" and "deleted_by_retention" in entry["possible_causes"]
+    assert listed == {s: {f"agent-{a}.jsonl" for a in agents} for s, agents in named.items()}
+    for session, agents in named.items():
+        loss = one(corpus["losses"], session_key=session, category="subagent_transcript_absent")
+        assert loss["count"] == len(agents)

@@ -654,6 +654,16 @@ def test_persisted_output_whose_file_is_gone_is_a_loss(authored):
     loss = one(authored["losses"], session_key=ATTACHMENTS, category="tool_output_truncated")
     assert loss["count"] == 1
     assert rows(authored["losses"], category="tool_output_truncated").height == 1
+    # the manifest lists it as absent; deleted_by_retention is a possible cause, never claimed
+    truncated = one(authored["parts"], capture_state="truncated")
+    record = one(authored["records"], record_id=truncated["record_id"])
+    absent = [a for a in authored["manifest"]["export_report"]["retention"]["absent_files"]
+              if a["kind"] == "tool_result_file"]
+    assert absent == [{
+        "kind": "tool_result_file", "name": truncated["persisted_file"], "session_key": ATTACHMENTS,
+        "referenced_by": {"path": record["source_file"], "position": record["position"]},
+        "status": "absent", "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
+    }]
 
 
 def test_ordinary_blocks_are_complete(authored):
