@@ -169,3 +169,82 @@ def test_real_subagents_named_but_absent_are_listed_never_claimed_deleted_by_ret
     for session, agents in named.items():
         loss = one(corpus["losses"], session_key=session, category="subagent_transcript_absent")
         assert loss["count"] == len(agents)
+
+
+# --------------------------------------------------------------------------- who wrote a message
+
+ALL_SESSIONS = (CUTESTICKY, PV, TOKENS, SIGNAL_4, SIGNAL_10, SIGNAL_6, GIT_SYNC_199, GIT_SYNC_183)
+
+
+def record_of(corpus: dict, session: str, uuid: str) -> dict:
+    return one(corpus["records"], record_id=f"{session}:{uuid}")
+
+
+def test_real_origin_kind_sets_author_origin_and_trigger(corpus):
+    # registry entry: origin.kind human → author human; task-notification → harness, injected, trigger
+    # task_completion; promptSource kept as recorded
+    seen = {"human": 0, "task-notification": 0}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            kind = (obj.get("origin") or {}).get("kind")
+            if obj.get("type") != "user" or kind is None:
+                continue
+            seen[kind] += 1
+            row = record_of(corpus, session, obj["uuid"])
+            assert row["prompt_source"] == obj.get("promptSource"), obj["uuid"]
+            assert row["turn_id"] == obj["promptId"], obj["uuid"]
+            if kind == "human":
+                assert (row["author"], row["origin"], row["trigger_kind"]) == ("human", "prompt", None), obj["uuid"]
+            else:
+                assert (row["author"], row["origin"], row["trigger_kind"]) == (
+                    "harness", "injected", "task_completion"), obj["uuid"]
+    assert seen == {"human": 36, "task-notification": 1}
+
+
+def test_real_prompt_source_without_origin_kind_names_no_author(corpus):
+    # 2.1.179 writes promptSource typed without origin.kind: the entry maps origin.kind, not promptSource,
+    # so a typed prompt without other marker has no author (docs/asr-tables.md)
+    checked = 0
+    for session in (SIGNAL_4, SIGNAL_10, SIGNAL_6):
+        for _, obj in lines(session):
+            content = (obj.get("message") or {}).get("content")
+            if obj.get("type") == "user" and obj.get("promptSource") == "typed" and "origin" not in obj \
+                    and not obj.get("isMeta") and isinstance(content, str) and not content.startswith("<"):
+                row = record_of(corpus, session, obj["uuid"])
+                assert (row["author"], row["origin"], row["prompt_source"]) == (None, None, "typed"), obj["uuid"]
+                checked += 1
+    assert checked == 13
+
+
+def test_real_queued_commands_of_a_person_are_steers_and_others_injected(corpus):
+    counts = {"steer": 0, "injected": 0}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            attachment = obj.get("attachment") or {}
+            if obj.get("type") != "attachment" or attachment.get("type") != "queued_command":
+                continue
+            row = record_of(corpus, session, obj["uuid"])
+            if (attachment.get("origin") or {}).get("kind") == "human":
+                assert (row["author"], row["origin"]) == ("human", "steer"), obj["uuid"]
+                counts["steer"] += 1
+            else:
+                assert (row["author"], row["origin"]) == ("harness", "injected"), obj["uuid"]
+                counts["injected"] += 1
+    assert counts["steer"] == 3 and counts["injected"] > 0
+
+
+def test_real_attachments_are_data_parts_of_their_type(corpus):
+    # one data part per attachment record, schema named after its type, holding the attachment verbatim
+    expected: dict[str, dict] = {}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            if obj.get("type") == "attachment":
+                expected[f"{session}:{obj['uuid']}"] = obj["attachment"]  # the latest copy of a uuid is kept
+    data = corpus["parts"].filter(pl.col("record_id").is_in(list(expected)) & (pl.col("part_type") == "data"))
+    assert data.height == len(expected) == data["record_id"].n_unique()
+    for row in data.iter_rows(named=True):
+        attachment = expected[row["record_id"]]
+        assert row["schema"] == f"com.anthropic.claude-code/attachment/{attachment['type']}"
+        assert json.loads(row["native"]) == attachment
+        empty = set(attachment) == {"type"}
+        assert row["capture_state"] == ("empty" if empty else "complete"), row["record_id"]
