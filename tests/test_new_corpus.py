@@ -248,3 +248,98 @@ def test_real_attachments_are_data_parts_of_their_type(corpus):
         assert json.loads(row["native"]) == attachment
         empty = set(attachment) == {"type"}
         assert row["capture_state"] == ("empty" if empty else "complete"), row["record_id"]
+
+
+# --------------------------------------------------------------------------- workspace and VCS
+
+PR_ACTIONS = {"created": "pr_open", "edited": "pr_update", "merged": "pr_merge", "commented": "pr_comment",
+              "closed": "pr_close", "reopened": "pr_reopen", "ready": "pr_ready", "draft": "pr_draft"}
+
+
+def test_real_git_operations_are_vcs_events_parsed_from_the_output(corpus):
+    expected = set()
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            result = obj.get("toolUseResult")
+            if not isinstance(result, dict) or "gitOperation" not in result:
+                continue
+            call_id = obj["message"]["content"][0]["tool_use_id"]
+            op = result["gitOperation"]
+            if "commit" in op:
+                expected.add((session, call_id, "commit", op["commit"]["sha"], None, None, op["commit"]["kind"]))
+            if "push" in op:
+                expected.add((session, call_id, "push", None, op["push"]["branch"], None, None))
+            if "pr" in op:
+                pr = op["pr"]
+                expected.add((session, call_id, PR_ACTIONS[pr["action"]], None, None, pr["number"], pr["action"]))
+    assert len(expected) == 8
+    parsed = rows(corpus["vcs_events"], evidence="parsed_output")
+    got = {
+        (r["session_key"], r["call_id"], r["action"], r["commit_id"], r["branch"], r["pr_number"], r["native_action"])
+        for r in parsed.iter_rows(named=True)
+    }
+    assert got == expected
+    assert parsed.height == len(expected)
+
+
+def test_real_pr_link_lines_are_one_reported_vcs_event_per_link(corpus):
+    links: dict[tuple, int] = {}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            if obj.get("type") == "pr-link":
+                key = (session, obj["prNumber"], obj["prUrl"], obj["prRepository"])
+                links[key] = links.get(key, 0) + 1
+    assert links == {(GIT_SYNC_183, 96, "https://github.com/entireio/git-sync/pull/96", "entireio/git-sync"): 2}
+    reported = rows(corpus["vcs_events"], evidence="reported")
+    got = {(r["session_key"], r["pr_number"], r["pr_url"], r["repository"]): r["observation_count"]
+           for r in reported.iter_rows(named=True)}
+    assert got == links
+    assert set(reported["action"]) == {"pr_link"}
+
+
+# --------------------------------------------------------------------------- session-level values
+
+
+def expected_changes(session: str, native_type: str, value) -> list[tuple[int, object]]:
+    """(line, value) of each line of a type whose value differs from the previous line of that type."""
+    changes, previous = [], object()
+    for n, obj in lines(session):
+        if obj.get("type") == native_type and value(obj) != previous:
+            changes.append((n, value(obj)))
+            previous = value(obj)
+    return changes
+
+
+def events(corpus: dict, session: str, field: str) -> list[dict]:
+    found = rows(corpus["session_events"], session_key=session, field=field).sort("seq")
+    return [dict(r, line=line_of_record(corpus, r["record_id"])) for r in found.iter_rows(named=True)]
+
+
+@pytest.mark.parametrize("session", ALL_SESSIONS)
+def test_real_last_prompt_changes_and_the_active_leaf(corpus, session):
+    expected = expected_changes(session, "last-prompt", lambda o: (o.get("lastPrompt"), o.get("leafUuid")))
+    got = [(e["line"], (e["value"], e["leaf_uuid"])) for e in events(corpus, session, "last_prompt")]
+    assert got == expected
+    # registry entry, Tree: the active leaf is the latest last-prompt record's leafUuid
+    latest = [o for _, o in lines(session) if o.get("type") == "last-prompt"][-1]
+    row = one(corpus["sessions"], session_key=session)
+    assert row["active_leaf_uuid"] == latest["leafUuid"]
+    # the record holding that uuid: a response's lines fold into one record keyed by message.id
+    leaf = next(o for _, o in lines(session) if o.get("uuid") == latest["leafUuid"])
+    key = f"msg:{leaf['message']['id']}" if leaf["type"] == "assistant" else leaf["uuid"]
+    assert row["active_leaf_record_id"] == f"{session}:{key}"
+
+
+@pytest.mark.parametrize("session", ALL_SESSIONS)
+def test_real_mode_and_ai_title_are_events_on_change_only(corpus, session):
+    modes = expected_changes(session, "mode", lambda o: o["mode"])
+    got = [(e["line"], e["value"]) for e in events(corpus, session, "mode")]
+    assert got == modes
+    assert {e["event_kind"] for e in events(corpus, session, "mode")} <= {"config_change"}
+    titles = expected_changes(session, "ai-title", lambda o: o["aiTitle"])
+    got = [(e["line"], e["value"], e["title_source"]) for e in events(corpus, session, "title")]
+    assert got == [(n, v, "model") for n, v in titles]
+    session_row = one(corpus["sessions"], session_key=session)
+    assert (session_row["title"], session_row["title_source"]) == (
+        (titles[-1][1], "model") if titles else (None, None)
+    )
