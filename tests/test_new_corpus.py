@@ -343,3 +343,16 @@ def test_real_mode_and_ai_title_are_events_on_change_only(corpus, session):
     assert (session_row["title"], session_row["title_source"]) == (
         (titles[-1][1], "model") if titles else (None, None)
     )
+
+
+def test_real_turn_id_is_the_prompt_id_of_every_user_line(corpus):
+    # registry entry, Entity keys: turnId is the user record's promptId (2.1.x writes it on every user line)
+    expected = {}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            # a compact summary is no message: it folds into its compact_boundary (ASR-373)
+            if obj.get("type") == "user" and not obj.get("isCompactSummary"):
+                expected[f"{session}:{obj['uuid']}"] = obj.get("promptId")
+    found = corpus["records"].filter(pl.col("record_id").is_in(list(expected)))
+    assert found.height == len(expected) > 900
+    assert {r["record_id"]: r["turn_id"] for r in found.iter_rows(named=True)} == expected
