@@ -356,3 +356,58 @@ def test_real_turn_id_is_the_prompt_id_of_every_user_line(corpus):
     found = corpus["records"].filter(pl.col("record_id").is_in(list(expected)))
     assert found.height == len(expected) > 900
     assert {r["record_id"]: r["turn_id"] for r in found.iter_rows(named=True)} == expected
+
+
+def test_real_task_stop_stops_its_background_task(corpus):
+    # TaskStop {task_id} answered without error: the task is stopped, unless later evidence revises it
+    stops = {}
+    for n, obj in lines(CUTESTICKY):
+        for block in (obj.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == "TaskStop":
+                stops[block["id"]] = block["input"]["task_id"]
+    assert sorted(stops.values()) == ["baux4lf26", "bxi63s6gk"]
+    result_line = {}
+    for n, obj in lines(CUTESTICKY):
+        for block in (obj.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and block["tool_use_id"] in stops:
+                result_line[stops[block["tool_use_id"]]] = (n, obj["uuid"])
+    text = path_of(CUTESTICKY).read_text(encoding="utf-8").split("\n")
+    for task_id, (n, uuid) in result_line.items():
+        later = any(f"<task-id>{task_id}</task-id>" in line for line in text[n:])
+        row = one(corpus["background_tasks"], session_key=CUTESTICKY, task_id=task_id)
+        if later:  # a notification after the stop revises it (baux4lf26: failed)
+            assert row["status_source"] == "task_notification"
+        else:
+            assert (row["status"], row["status_source"], row["status_record_id"]) == (
+                "stopped", "task_stop", f"{CUTESTICKY}:{uuid}")
+    assert any(not any(f"<task-id>{t}</task-id>" in line for line in text[n:]) for t, (n, _) in result_line.items())
+
+
+def test_real_mcp_tool_names_are_mcp_provider_calls(corpus):
+    # registry entry, Tools: mcp__<server>__<tool> → provider {kind: mcp, identity: unknown}; kind other
+    expected = {}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            for block in (obj.get("message") or {}).get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_use" and block["name"].startswith("mcp__"):
+                    expected[(session, block["id"])] = (block["name"], block["name"].split("__")[1])
+    assert len(expected) == 5
+    calls = corpus["tool_calls"].filter(pl.col("tool_name").str.starts_with("mcp__"))
+    got = {(r["session_key"], r["call_id"]): (r["tool_name"], r["mcp_server"]) for r in calls.iter_rows(named=True)}
+    assert got == expected
+    assert set(zip(calls["provider_kind"], calls["tool_kind"], calls["requested_by"])) == {("mcp", "other", "model")}
+
+
+def test_real_mcp_attribution_stays_on_the_inference(corpus):
+    # registry entry: attributionMcpServer and attributionMcpTool remain on the inference (attributedTo)
+    by_response: dict[tuple, set] = {}
+    for session in ALL_SESSIONS:
+        for _, obj in lines(session):
+            if obj.get("type") == "assistant" and obj.get("attributionMcpServer"):
+                key = (session, obj["message"]["id"])
+                by_response.setdefault(key, set()).add((obj["attributionMcpServer"], obj.get("attributionMcpTool")))
+    assert len(by_response) == 70 and all(len(v) == 1 for v in by_response.values())
+    found = corpus["inferences"].filter(pl.col("attributed_mcp_server").is_not_null())
+    got = {(r["session_key"], r["inference_id"]): {(r["attributed_mcp_server"], r["attributed_mcp_tool"])}
+           for r in found.iter_rows(named=True)}
+    assert got == by_response
