@@ -189,3 +189,19 @@ def test_usage_summaries_declare_the_accounting_join_loss(src: Path, out: Path):
     loss = rows(t["losses"], session_key=SID, category="accounting_join")
     assert [r["count"] for r in loss] == [2]  # one loss row per stream, counting its summaries
     assert "not joined to the inferences" in loss[0]["detail"]
+
+
+# --------------------------------------------------------------------------- kinds the entry does not name
+
+
+def test_bridge_session_is_an_unknown_kind_kept_whole_and_folded_when_repeated(src: Path, out: Path):
+    bridge = {"type": "bridge-session", "sessionId": SID, "bridgeSessionId": "br_01", "url": "https://example.test/b"}
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello"), bridge, bridge])
+    t = run(src, out)
+    kept = rows(t["records"], native_type="bridge-session")
+    assert [(r["kind"], r["position"]) for r in kept] == [("unknown", "line:2")]
+    assert json.loads(kept[0]["native"]) == bridge
+    # written again unchanged: metadata repeated at each exit, not a new record
+    line3 = rows(t["source_lines"], line=3)[0]
+    assert (line3["status"], line3["reason"], line3["record_id"]) == ("duplicate", "unchanged_value", kept[0]["record_id"])
+    assert rows(t["session_events"], session_key=SID, native_type="bridge-session") == []

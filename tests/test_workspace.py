@@ -253,12 +253,14 @@ def test_snapshot_files_carry_path_version_and_blob(authored):
     assert rows[1]["trigger_record_id"] == f"{CHECKPOINT_SID}:msg:msg_01Edit9"
 
 
-def test_a_file_history_delta_adds_one_file_to_the_checkpoint(authored):
-    row = _one(authored["checkpoint_files"], session_key=CHECKPOINT_SID, native_type="file-history-delta")
-    assert (row["path"], row["version"], row["blob"]) == ("src/totals.py", 1, "989991897b936a8c@v1")
-    assert row["message_record_id"] == f"{CHECKPOINT_SID}:{CHECKPOINT_SID[:8]}-0000-4000-8000-000000000001"
-    assert row["trigger_record_id"] == f"{CHECKPOINT_SID}:msg:msg_01Edit9"
-    assert json.loads(row["native"])["realParentDir"] == "/home/user/shop/src"
+def test_a_file_history_delta_is_passed_through_as_an_unknown_kind(authored):
+    # the registry entry names file-history-snapshot, not file-history-delta: no mapping is claimed
+    assert _rows(authored["checkpoint_files"], native_type="file-history-delta") == []
+    row = _one(authored["records"], session_key=CHECKPOINT_SID, native_type="file-history-delta")
+    assert (row["kind"], row["position"]) == ("unknown", "line:6")
+    native = json.loads(row["native"])
+    assert (native["trackingPath"], native["backup"]["backupFileName"]) == ("src/totals.py", "989991897b936a8c@v1")
+    assert native["backup"]["realParentDir"] == "/home/user/shop/src"
 
 
 # --- usage summaries -------------------------------------------------------------------------
