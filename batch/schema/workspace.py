@@ -136,8 +136,8 @@ CHECKPOINT_FILES = Table(
         col("seq", I64, "seq of the record in its stream (records.seq)"),
         col("checkpoint_kind", STR, "checkpoint kind: snapshot (file-history backups for rewind)"),
         col("native_type", STR, "file-history-snapshot"),
-        col("message_id", STR, "uuid of the user prompt the checkpoint belongs to (snapshot.messageId, or "
-            "snapshotMessageId): a reference, not an ID"),
+        col("message_id", STR, "uuid of the user prompt the checkpoint belongs to (snapshot.messageId): "
+            "a reference, not an ID"),
         col("message_record_id", STR, "record holding that uuid in the stream; null when not in the capture"),
         col("trigger_message_id", STR, "top-level messageId: equal to message_id for a new snapshot; for an "
             "update or a delta, the uuid of the (assistant) line whose edit added the backup"),
