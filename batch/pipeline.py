@@ -79,7 +79,7 @@ REAL_EVIDENCE_BY_ITEM = {
     "MCP tool names (provider mcp, server); attributionMcpServer/Tool on the inference": "2.1.158-2.1.181",
     "hooks (hook_success, stop_hook_summary, hook_additional_context)": "2.0.58-2.1.114",
     "compaction with its summary; logicalParentUuid": "2.0.76-2.1.185",
-    "file-history-snapshot checkpoints": "2.0.58-2.1.114",
+    "file-history-snapshot checkpoints": "2.0.58-2.1.199",
     "AskUserQuestion answers as selected labels": "2.1.38",
     "TodoWrite, Task tools, ExitPlanMode plans": "1.0.17-2.1.114",
     "deferred_tools_delta tool definitions": "2.1.114",
