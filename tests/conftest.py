@@ -27,6 +27,18 @@ def older(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(~pl.col("session_key").str.split("/").list.first().is_in(NEW_SESSIONS))
 
 
+def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
+    """The rows of `frame` whose columns equal the given values (None matches null)."""
+    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
+
+
+def one(frame: pl.DataFrame, **where) -> dict:
+    """The one row of `frame` matching `where`, as a dict."""
+    found = rows(frame, **where)
+    assert found.height == 1, (where, found.height)
+    return found.row(0, named=True)
+
+
 def uid(n: int) -> str:
     """A deterministic lowercase UUID for line n."""
     return f"00000000-0000-4000-8000-{n:012d}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import CORPUS, NEW_CORPUS, read_tables
+from conftest import CORPUS, NEW_CORPUS, one, read_tables, rows
 
 CUTESTICKY = "bd282509-c6ca-4b2e-ad2d-3d9cd0bb8be5"  # 2.1.158
 PV = "dbea81d5-9c8d-465e-934a-a8857a479d61"  # 2.1.185
@@ -41,16 +41,6 @@ def lines(session: str) -> list[tuple[int, dict]]:
     """(1-based line number, object) of every non-blank line of a session's file."""
     text = path_of(session).read_text(encoding="utf-8")
     return [(n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-
-
-def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
-    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
-
-
-def one(frame: pl.DataFrame, **where) -> dict:
-    found = rows(frame, **where)
-    assert found.height == 1, (where, found.height)
-    return found.row(0, named=True)
 
 
 def line_of(corpus: dict, session: str, line: int) -> dict:

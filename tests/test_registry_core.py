@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS, NEW_CORPUS, older
+from conftest import CORPUS, NEW_CORPUS, older, one, rows
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
@@ -108,14 +108,6 @@ def corpus(corpus_out: Path) -> dict:
     return Tables(corpus_out)
 
 
-def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
-    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
-
-
-def one(frame: pl.DataFrame, **where) -> dict:
-    found = rows(frame, **where)
-    assert found.height == 1, (where, found.height)
-    return found.row(0, named=True)
 
 
 def record(t: dict, session_key: str, key: str) -> dict:
