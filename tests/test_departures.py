@@ -205,3 +205,35 @@ def test_bridge_session_is_an_unknown_kind_kept_whole_and_folded_when_repeated(s
     line3 = rows(t["source_lines"], line=3)[0]
     assert (line3["status"], line3["reason"], line3["record_id"]) == ("duplicate", "unchanged_value", kept[0]["record_id"])
     assert rows(t["session_events"], session_key=SID, native_type="bridge-session") == []
+
+
+def test_other_counts_that_fit_no_column_are_declared_too(src: Path, out: Path):
+    boundary = envelope(
+        "system", uid(3), None, "2026-09-16T08:00:03.000Z", subtype="compact_boundary", content="Conversation compacted",
+        logicalParentUuid=uid(2), compactMetadata={"trigger": "manual", "preTokens": 1.5, "postTokens": 900},
+    )
+    hook = envelope(
+        "attachment", uid(4), uid(3), "2026-09-16T08:00:04.000Z",
+        attachment={"type": "hook_success", "hookName": "Stop", "hookEvent": "Stop", "command": "true",
+                    "stdout": "", "stderr": "", "exitCode": "0", "durationMs": 10**30},
+    )
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "hello"),
+        assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn"),
+        boundary,
+        hook,
+    ])
+    t = run(src, out)
+    compaction = rows(t["compactions"], session_key=SID)[0]
+    assert (compaction["pre_tokens"], compaction["post_tokens"]) == (None, 900)  # 1.5 is not rounded to 2
+    hook_row = rows(t["hooks"], session_key=SID)[0]
+    assert (hook_row["exit_code"], hook_row["duration_ms"]) == (None, None)  # "0" is text, 10^30 overflows
+    loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
+    assert loss["count"] == 3
+    where = f"-home-user-project/{SID}.jsonl"
+    for fragment in (
+        f"compactMetadata.preTokens=1.5 at {where} line:3",
+        f'attachment.exitCode="0" at {where} line:4',
+        f"attachment.durationMs={10**30} at {where} line:4",
+    ):
+        assert fragment in loss["detail"], (fragment, loss["detail"])
