@@ -2,7 +2,8 @@
 -- string, a boolean, or an integer beyond 64 bits). Its column is null (not reported), the line keeps
 -- the value verbatim, and losses.sql declares it (category number_not_mapped), naming field and position.
 -- Counts read: message.usage (observations.sql lists those faults), compaction metadata, a stop hook
--- summary's hookCount, hook attachments' exitCode, durationMs and timeoutMs, and a tool result's
+-- summary's hookCount and hookInfos[k].durationMs, hook attachments' exitCode, durationMs and
+-- timeoutMs, and a tool result's
 -- exitCode, task.exitCode and afkTimeoutMs; each SQL file reading one takes JSON integers only.
 -- Work table: written per batch, read by losses.sql over all batches.
 with usage_faults as (
@@ -38,6 +39,16 @@ count_fields as (
 count_values as (
     select session_key, source_file, line, position, field, json_extract(json, '$.' || field) as v,
     from count_fields, unnest(fields) as u(field)
+
+    union all
+
+    -- one duration per hookInfos entry of a stop hook summary
+    select
+        session_key, source_file, line, position,
+        'hookInfos[' || (k - 1) || '].durationMs' as field,
+        json_extract(json, '$.hookInfos[' || (k - 1) || '].durationMs') as v,
+    from count_fields, unnest(range(1, coalesce(json_array_length(json, '$.hookInfos'), 0)::bigint + 1)) as u(k)
+    where contains(json, '"stop_hook_summary"')
 ),
 
 final as (

@@ -217,23 +217,32 @@ def test_other_counts_that_fit_no_column_are_declared_too(src: Path, out: Path):
         attachment={"type": "hook_success", "hookName": "Stop", "hookEvent": "Stop", "command": "true",
                     "stdout": "", "stderr": "", "exitCode": "0", "durationMs": 10**30},
     )
+    summary = envelope(
+        "system", uid(5), uid(4), "2026-09-16T08:00:05.000Z", subtype="stop_hook_summary", hookCount=2,
+        hookInfos=[{"command": "true", "durationMs": 12}, {"command": "false", "durationMs": "slow"}],
+        hookErrors=[], preventedContinuation=False, stopReason="", hasOutput=False, level="suggestion",
+    )
     write_jsonl(src / f"{SID}.jsonl", [
         user(uid(1), None, "hello"),
         assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn"),
         boundary,
         hook,
+        summary,
     ])
     t = run(src, out)
     compaction = rows(t["compactions"], session_key=SID)[0]
     assert (compaction["pre_tokens"], compaction["post_tokens"]) == (None, 900)  # 1.5 is not rounded to 2
     hook_row = rows(t["hooks"], session_key=SID)[0]
     assert (hook_row["exit_code"], hook_row["duration_ms"]) == (None, None)  # "0" is text, 10^30 overflows
+    durations = [r["duration_ms"] for r in rows(t["hooks"], session_key=SID) if r["native_form"] != hook_row["native_form"]]
+    assert durations == [12, None]
     loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
-    assert loss["count"] == 3
+    assert loss["count"] == 4
     where = f"-home-user-project/{SID}.jsonl"
     for fragment in (
         f"compactMetadata.preTokens=1.5 at {where} line:3",
         f'attachment.exitCode="0" at {where} line:4',
         f"attachment.durationMs={10**30} at {where} line:4",
+        f'hookInfos[1].durationMs="slow" at {where} line:5',
     ):
         assert fragment in loss["detail"], (fragment, loss["detail"])
