@@ -30,7 +30,7 @@ from batch.write import Output, fault
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
 FORMATS = {claude_code.FORMAT: claude_code.convert}
-WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence")
+WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence", "number_faults")
 SOURCE_LOSSES = "source_losses"
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 SOURCE_TABLES = entire_checkpoint.RUN_TABLES
@@ -160,10 +160,10 @@ def convert(
         for name, count in _write_source_parts(output, run_frames, len(groups)).items():
             counts[name] = counts.get(name, 0) + count
         with _connect(spill=output.spill) as con:
-            final_counts, unassigned, source_losses = _finalize(con, output, run_frames)
+            final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames)
         counts.update(final_counts)
         inputs.sort(key=lambda i: i["path"])
-        manifest = _manifest(found, inputs, skipped, counts, unassigned, found_all.imports, source_losses)
+        manifest = _manifest(found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses)
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
@@ -375,7 +375,7 @@ def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], i
 
 def _finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]]
-) -> tuple[dict[str, int], list[dict], dict[str, int]]:
+) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
     for name in WORK_TABLES:
         if output.has(name, work=True):
             con.read_parquet(output.glob(name, work=True)).create_view(name)
@@ -383,7 +383,7 @@ def _finalize(
             con.register(name, WORK_SCHEMAS[name].empty_table())
     for name in (
         "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
-        "background_tasks",
+        "background_tasks", "usage_summaries",
     ):
         if output.has(name):
             con.read_parquet(output.glob(name)).create_view(name)
@@ -422,7 +422,18 @@ def _finalize(
         }
         for kind, field, value, leaf, path, position in sql.relation(con, "unassigned_facts").fetchall()
     ]
-    return counts, unassigned, entire_losses
+    absent = [
+        {
+            "kind": kind,
+            "name": name,
+            "session_key": session_key,
+            "referenced_by": {"path": path, "position": position} if path else None,
+            "status": "absent",
+            "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
+        }
+        for kind, name, session_key, path, position in sql.relation(con, "absent_files").fetchall()
+    ]
+    return counts, unassigned, absent, entire_losses
 
 
 def _version_key(version: str) -> tuple:
@@ -436,6 +447,7 @@ def _manifest(
     skipped: list[tuple[str, str]],
     counts: dict[str, int],
     unassigned: list[dict],
+    absent: list[dict],
     imports: list[entire_checkpoint.Import],
     source_losses: dict[str, int],
 ) -> dict:
@@ -448,6 +460,7 @@ def _manifest(
             "versions_in_input": sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key),
         },
         "unassigned_facts": claude_code.UNASSIGNED,
+        "retention": {"policy": claude_code.RETENTION, "absent_files": absent},
     }
     extra = {}
     if imports:

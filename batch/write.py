@@ -50,6 +50,59 @@ PART_RE = re.compile(r"^part-\d{5}\.parquet$")
 FAULT_ENV = "ASR_BATCH_FAULT"
 
 
+class SchemaMismatch(Exception):
+    """A relation does not have the columns or types its output table declares: a bug, not bad input."""
+
+
+def _family(t: pa.DataType) -> str:
+    """The kind of value a type holds; a cast is allowed only within one kind."""
+    if pa.types.is_null(t):
+        return "null"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_timestamp(t):
+        # an instant; UTC and Etc/UTC name the same zone
+        return "timestamp" if t.tz in ("UTC", "Etc/UTC", "+00:00") else f"timestamp[{t.tz}]"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return f"list<{_family(t.value_type)}>"
+    return str(t)
+
+
+def conform(table: Table, data: pa.Table) -> pa.Table:
+    """Return `data` with exactly the declared columns, in order, cast to the declared types.
+
+    A column the schema does not declare, a declared column that is missing, a cast between kinds
+    of value (text to number, number to text) and a cast that loses values (an overflow, a
+    truncation) raise SchemaMismatch naming the table and the column. A null-typed column (all
+    null) takes any type.
+    """
+    declared = table.schema
+    extra = [n for n in data.column_names if n not in declared.names]
+    missing = [n for n in declared.names if n not in data.column_names]
+    if extra or missing:
+        parts = [f"undeclared column {table.name}.{n}" for n in extra]
+        parts += [f"missing declared column {table.name}.{n}" for n in missing]
+        raise SchemaMismatch("; ".join(parts))
+    columns = []
+    for field in declared:
+        column = data.column(field.name)
+        if column.type != field.type:
+            if _family(column.type) not in ("null", _family(field.type)):
+                raise SchemaMismatch(
+                    f"{table.name}.{field.name} is {column.type}, declared {field.type}: a cast would change its values"
+                )
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatch(f"{table.name}.{field.name}: lossy cast from {column.type} to {field.type}: {exc}") from exc
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=declared)
+
+
 class Output:
     """A run's output: written into a run folder beside `out`, swapped in by `commit`.
 
@@ -94,9 +147,8 @@ class Output:
         return folder.is_dir() and any(folder.iterdir())
 
     def write(self, table: Table, data: pl.DataFrame | pa.Table, index: int = 0) -> int:
-        """Write one part of an output table, cast to its schema; return the row count."""
-        arrow = data.to_arrow() if isinstance(data, pl.DataFrame) else data
-        arrow = arrow.select(table.names).cast(table.schema)
+        """Write one part of an output table in its declared schema (see `conform`); return the row count."""
+        arrow = conform(table, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
         pq.write_table(arrow, self.part(table.name, index), compression="zstd")
         return arrow.num_rows
 

@@ -3,11 +3,12 @@
 -- Registry entry, Workspace and VCS: file-history-snapshot -> checkpoint with kind snapshot and
 -- files objects {path, version, blob}. snapshot.messageId is the user prompt's uuid (a
 -- reference, not an ID: it can collide after resume); the top-level messageId of an update is
--- the line whose edit added a backup. A file-history-delta adds one backup to a snapshot.
+-- the line whose edit added a backup. file-history-delta lines are not named by the entry: they stay
+-- records of kind unknown with their JSON, and give no row here (docs/asr-tables.md).
 with records as (
     select record_id, session_key, seq, native_type, native
     from records_full
-    where native_type in ('file-history-snapshot', 'file-history-delta')
+    where native_type = 'file-history-snapshot'
 ),
 
 -- each snapshot line is parsed once for all the fields read from it
@@ -74,28 +75,8 @@ snapshot_rows as (
     from snapshot_files
 ),
 
-delta_rows as (
-    select
-        record_id,
-        session_key,
-        seq,
-        native_type,
-        native ->> 'snapshotMessageId' as message_id,
-        native ->> 'messageId' as trigger_message_id,
-        null::boolean as is_snapshot_update,
-        0::bigint as file_index,
-        native ->> 'trackingPath' as path,
-        native -> '$.backup' as backup,
-        native ->> 'timestamp' as snapshot_time,
-        native -> '$.backup' as native,
-    from records
-    where native_type = 'file-history-delta'
-),
-
 rows_ as (
     select * from snapshot_rows
-    union all
-    select * from delta_rows
 ),
 
 -- the record of each uuid the checkpoints name, looked up for those uuids only

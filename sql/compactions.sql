@@ -139,13 +139,14 @@ final as (
         compaction_kind,
         edit_type,
         metadata->>'$.trigger' as trigger,
-        try_cast(metadata->'$.preTokens' as bigint) as pre_tokens,
-        try_cast(metadata->'$.postTokens' as bigint) as post_tokens,
+        -- counts are JSON integers only (number_faults.sql declares any other form lost)
+        case when json_type(metadata->'$.preTokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.preTokens')::varchar as bigint) end as pre_tokens,
+        case when json_type(metadata->'$.postTokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.postTokens')::varchar as bigint) end as post_tokens,
         case compaction_kind
-            when 'micro' then try_cast(metadata->'$.tokensSaved' as bigint)
+            when 'micro' then case when json_type(metadata->'$.tokensSaved') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.tokensSaved')::varchar as bigint) end
             when 'prune' then try_cast(metadata->'$.cleared_input_tokens' as bigint)
         end as tokens_saved,
-        case when compaction_kind = 'full' then try_cast(metadata->'$.durationMs' as bigint) end as duration_ms,
+        case when compaction_kind = 'full' then case when json_type(metadata->'$.durationMs') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.durationMs')::varchar as bigint) end end as duration_ms,
         case compaction_kind
             when 'micro' then case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'
                 then json_array_length(metadata->'$.compactedToolIds')::bigint end

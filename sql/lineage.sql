@@ -1,7 +1,11 @@
 -- lineage: one row per (stream, relation) with native evidence of another stream behind it.
 -- spawned_by: the parent stream is the one whose records hold the spawning call (tool_calls),
--- else the stream that reported the agentId in a tool result or progress line. A subagent of an
--- Entire checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure).
+-- else the stream that reported the agentId in a tool result or progress line. Its evidence is
+-- native_field only when the sidecar's toolUseId and the parent's tool result naming the agentId
+-- name the same call (registry entry, Lineage); native_field_partial with one of the two (or two
+-- that disagree), progress_field with agent_progress lines only, content_match for an inline 1.0.x
+-- sidechain matched by prompt text. A subagent of an Entire
+-- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId.
 with evidence as (
@@ -23,8 +27,18 @@ spawned as (
         child_session_key as session_key,
         coalesce(
             arg_min(call_id, source) filter (where source in ('entire.tasks', 'sidecar.toolUseId')),
+            min(call_id) filter (where source = 'tool_result.agentId'),
             min(call_id)
         ) as call_id,
+        -- the entry's evidence: the sidecar's toolUseId and the parent's result naming the agentId,
+        -- both naming one call
+        count(distinct call_id) filter (
+            where source in ('sidecar.toolUseId', 'tool_result.agentId')
+        ) = 1 and bool_or(source = 'sidecar.toolUseId') and bool_or(source = 'tool_result.agentId')
+            as has_entry_evidence,
+        bool_or(source in ('sidecar.toolUseId', 'tool_result.agentId')) as has_one_entry_field,
+        bool_or(source = 'progress.agentId') as has_progress,
+        bool_or(source = 'entire.tasks') as has_structure,
         min(parent_session_key) as reported_parent,
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,
@@ -42,11 +56,14 @@ spawned_edges as (
         c.call_record_id,
         s.stream_kind as scope,
         p.role,
+        -- only the entry's two fields together are native_field; anything less says what it rests on
         case
-            when p.evidence_detail = 'tool_use.prompt' then 'content_match'
             -- an Entire tasks/<tool use id>/ folder: the tree structure names the call
-            when p.evidence_detail = 'entire.tasks' then 'native_structure'
-            else 'native_field'
+            when p.has_structure then 'native_structure'
+            when p.has_entry_evidence then 'native_field'
+            when p.has_one_entry_field then 'native_field_partial'
+            when p.has_progress then 'progress_field'
+            else 'content_match'
         end as evidence,
         p.evidence_detail,
     from spawned as p

@@ -23,11 +23,16 @@ rejected as (
     group by session_key
 ),
 
+-- a background command whose output read records a native exit code (background_tasks.exit_code)
+-- has one: its launching call is not counted
 shell_calls as (
-    select session_key, count(*) as n
-    from tool_calls
-    where tool_kind = 'execute'
-    group by session_key
+    select c.session_key, count(*) as n
+    from tool_calls as c
+    anti join (
+        select session_key, call_id from background_tasks where exit_code is not null and call_id is not null
+    ) as b using (session_key, call_id)
+    where c.tool_kind = 'execute'
+    group by c.session_key
 ),
 
 truncated_outputs as (
@@ -37,8 +42,34 @@ truncated_outputs as (
     group by session_key
 ),
 
+summaries as (
+    select session_key, count(*) as n
+    from usage_summaries
+    group by session_key
+),
+
+-- subagents a parent's tool result names (agentId) with no stream at all: no transcript, no progress copy
+unseen_agents as (
+    select e.parent_session_key as session_key, count(distinct e.child_session_key) as n
+    from lineage_evidence as e
+    anti join sessions as s on s.session_key = e.child_session_key
+    where e.relation = 'spawned_by' and e.source = 'tool_result.agentId' and e.parent_session_key is not null
+    group by e.parent_session_key
+),
+
 rebuilt as (
     select session_key from sessions where rebuilt_from is not null
+),
+
+-- counts present in a form no column can hold: named one by one (field=value at source_file position)
+unmapped_numbers as (
+    select
+        session_key,
+        count(*) as n,
+        string_agg(field || '=' || native_value || ' at ' || source_file || ' ' || position, '; '
+            order by source_file, line, field) as listed,
+    from number_faults
+    group by session_key
 ),
 
 foreign_files as (
@@ -78,11 +109,21 @@ final as (
     select
         s.session_key,
         'lineage',
-        'no native field names the tool call that spawned this subagent',
+        case l.evidence
+            when 'native_field_partial' then 'only one of the two native fields the registry entry names (the '
+                || 'sidecar toolUseId, the parent tool result naming the agentId) ties this subagent to its '
+                || 'spawning call, or they disagree: lineage.evidence native_field_partial'
+            when 'progress_field' then 'only agent_progress lines (data.agentId with parentToolUseID) tie this '
+                || 'subagent to its spawning call, which is not the registry entry''s evidence: lineage.evidence progress_field'
+            when 'content_match' then 'the spawning call is matched by prompt text only, which is not the registry '
+                || 'entry''s evidence: lineage.evidence content_match'
+            else 'no native field names the tool call that spawned this subagent'
+        end,
         cast(null as bigint),
     from streams as s
-    anti join (select session_key from lineage where relation = 'spawned_by') as l using (session_key)
-    where s.stream_kind <> 'main'
+    left join (select session_key, evidence from lineage where relation = 'spawned_by') as l using (session_key)
+    -- native_structure: an Entire tasks/<tool use id>/ folder names the call (companion, Prefer the native transcript)
+    where s.stream_kind <> 'main' and coalesce(l.evidence not in ('native_field', 'native_structure'), true)
 
     union all
 
@@ -98,8 +139,19 @@ final as (
 
     select
         session_key,
+        'subagent_transcript_absent',
+        'subagents this stream launched (a tool result names their agentId) whose transcripts are not in the '
+            || 'archive and whose messages no progress line holds: listed in the manifest (export_report.retention)',
+        n,
+    from unseen_agents
+
+    union all
+
+    select
+        session_key,
         'shell_exit_code',
-        'Claude Code records no numeric exit code for shell commands: success is known only from is_error',
+        'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
+            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)',
         n,
     from shell_calls
 
@@ -111,6 +163,27 @@ final as (
         'tool outputs persisted to tool-results/ whose file is not in the archive (deleted by retention or not copied)',
         n,
     from truncated_outputs
+
+    union all
+
+    select
+        session_key,
+        'accounting_join',
+        'cost-state totals (usage_summaries) are not joined to the inferences they count: the transcript does '
+            || 'not say which responses (or whether subagents) a total includes, so they are kept beside '
+            || 'inferences and not reconciled with them',
+        n,
+    from summaries
+
+    union all
+
+    select
+        session_key,
+        'number_not_mapped',
+        'counts that are not integers fitting a 64-bit column are null in the tables and kept verbatim in '
+            || 'the line''s native JSON: ' || listed,
+        n,
+    from unmapped_numbers
 
     union all
 

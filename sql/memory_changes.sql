@@ -5,6 +5,9 @@
 -- event → memory_change {store: auto_memory, scope: project, op: add | update, target.path,
 -- cause.callId}, with status: applied when the write's result succeeded. Writes under
 -- ~/.claude/agent-memory/<agentType>/ → store: agent_memory, scope: agent.
+-- A memory_saved path is an update when the stream shows an earlier applied write of that path (a
+-- file tool call or an earlier memory_saved), else an add: the first write this transcript shows
+-- (a file written in an earlier session reads as add; the transcript cannot tell).
 with records as (
     select record_id, position, timestamp, seq from records_full
 ),
@@ -128,7 +131,14 @@ final as (
         u.session_key,
         u.store,
         u.scope,
-        u.op,
+        case
+            when u.evidence <> 'memory_saved' then u.op
+            when count(*) filter (where u.status = 'applied') over (
+                partition by u.session_key, u.target_path
+                order by r.seq rows between unbounded preceding and 1 preceding
+            ) > 0 then 'update'
+            else 'add'
+        end as op,
         u.target_path,
         u.agent_type,
         u.cause_call_id,

@@ -37,12 +37,35 @@ ordered as (
 
 -- The windows below run on the few rows they concern: repeatable metadata lines, and the
 -- sequence of permission-mode lines and prompts carrying a permissionMode.
--- The permission mode is one sequence of permission-mode lines and prompts' permissionMode: a
--- line also changes it back after a prompt set another mode.
+-- The permission mode is one sequence of permission-mode lines and prompts' permissionMode: each
+-- value is compared with the session's current value, whichever line set it. A line also changes
+-- it back after a prompt set another mode; a line repeating the mode a prompt has just set is no
+-- change, and folds into that prompt's record.
 permission_sequence as (
-    select obs_idx, lag(permission_mode) over (partition by session_key order by ord) as previous_mode,
+    select
+        obs_idx,
+        session_key,
+        ord,
+        native_type,
+        coalesce(uuid, position) as own_key,
+        permission_mode is distinct from lag(permission_mode) over (partition by session_key order by ord)
+            as is_mode_change,
     from ordered
     where native_type = 'permission-mode' or (native_type = 'user' and permission_mode is not null)
+),
+
+permission_setters as (
+    select
+        obs_idx,
+        is_mode_change,
+        -- a permission-mode line repeating the mode a prompt set: the prompt's record key
+        case
+            when native_type = 'permission-mode' and not is_mode_change
+                and last_value(case when is_mode_change then native_type end ignore nulls) over w = 'user'
+            then last_value(case when is_mode_change then own_key end ignore nulls) over w
+        end as prompt_key,
+    from permission_sequence
+    window w as (partition by session_key order by ord rows between unbounded preceding and current row)
 ),
 
 changes as (
@@ -53,15 +76,16 @@ changes as (
         o.position,
         o.ord,
         case
+            when o.native_type = 'permission-mode' then p.is_mode_change::int
             when o.json_hash is distinct from lag(o.json_hash) over (
                 partition by o.session_key, o.native_type order by o.ord
             ) then 1
-            when o.native_type = 'permission-mode' and o.permission_mode is distinct from p.previous_mode then 1
             else 0
         end as is_change,
     from ordered as o
-    left join permission_sequence as p using (obs_idx)
-    where o.is_repeatable
+    left join permission_setters as p using (obs_idx)
+    -- a line folding into a prompt is no member of a run of lines
+    where o.is_repeatable and p.prompt_key is null
 ),
 
 runs as (
@@ -80,9 +104,11 @@ repeatable_keys as (
 obs as (
     select
         o.*,
-        case when o.is_repeatable then r.run_key else coalesce(o.uuid, o.position) end as uuid_key,
+        coalesce(r.run_key, o.uuid, o.position) as uuid_key,
+        p.prompt_key,
     from ordered as o
     left join repeatable_keys as r using (obs_idx)
+    left join permission_setters as p using (obs_idx)
 ),
 
 uuid_groups as (
@@ -114,8 +140,10 @@ keyed as (
         g.uuid_first_position,
         g.uuid_first_line,
         -- identical copies: the first is kept; overwritten snapshots: the latest, at the first position
-        o.ord = case when g.uuid_versions = 1 then g.uuid_first_ord else g.uuid_last_ord end as is_live,
+        o.ord = case when g.uuid_versions = 1 then g.uuid_first_ord else g.uuid_last_ord end
+            and o.prompt_key is null as is_live,
         case
+            when o.prompt_key is not null then o.prompt_key
             when o.native_type = 'assistant' and o.message_id is not null then 'msg:' || o.message_id
             when b.boundary_uuid is not null then b.boundary_uuid
             else o.uuid_key

@@ -3,6 +3,10 @@
 -- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
 -- declared here decodes as null; the object itself is kept verbatim in `json`, which the
 -- pipeline attaches to the result by obj_idx (the text is not copied through DuckDB).
+-- Token counts are read as JSON and kept only when they are JSON integers that fit a BIGINT:
+-- a cast would round 1.5 to 2, read "12" or true as a number, and make 1e30 null silently. A count
+-- present in any other form is null here and listed in number_faults ("<field>=<JSON>"), which
+-- number_faults.sql turns into a declared loss naming field and position.
 with objects as (
     select * from batch_objects
 ),
@@ -38,12 +42,7 @@ decoded as (
             "message": {
                 "id": "VARCHAR", "role": "VARCHAR", "model": "VARCHAR", "stop_reason": "VARCHAR",
                 "content": "JSON",
-                "usage": {
-                    "input_tokens": "BIGINT", "output_tokens": "BIGINT",
-                    "cache_creation_input_tokens": "BIGINT", "cache_read_input_tokens": "BIGINT",
-                    "service_tier": "VARCHAR",
-                    "cache_creation": {"ephemeral_5m_input_tokens": "BIGINT", "ephemeral_1h_input_tokens": "BIGINT"}
-                }
+                "usage": "JSON"
             }
         }') as e,
     from objects as o
@@ -51,8 +50,26 @@ decoded as (
 
 -- one parse of message.content for its string value, first block type and first block text
 headed as (
-    select *, json_extract_string(e.message.content, ['$', '$[0].type', '$[0].text']) as content_heads,
+    select
+        *,
+        json_extract_string(e.message.content, ['$', '$[0].type', '$[0].text']) as content_heads,
+        json_extract(e.message.usage, [
+            '$.input_tokens', '$.output_tokens', '$.cache_creation_input_tokens', '$.cache_read_input_tokens',
+            '$.cache_creation.ephemeral_5m_input_tokens', '$.cache_creation.ephemeral_1h_input_tokens'
+        ]) as usage_json,
+        e.message.usage ->> '$.service_tier' as usage_service_tier,
     from decoded
+),
+
+-- a count is an integer that fits: JSON integers only, never a cast from a float, a string or a boolean
+counted as (
+    select
+        *,
+        list_transform(
+            usage_json,
+            lambda v: case when json_type(v) in ('BIGINT', 'UBIGINT') then try_cast(v::varchar as bigint) end
+        ) as usage_counts,
+    from headed
 ),
 
 final as (
@@ -123,16 +140,30 @@ final as (
         d.content_heads[2] as first_block_type,
         left(case when left(e.message.content, 1) = '"' then d.content_heads[1] else d.content_heads[3] end, 256)
             as text_head,
-        e.message.usage.input_tokens as input_tokens,
-        e.message.usage.output_tokens as output_tokens,
-        e.message.usage.cache_creation_input_tokens as cache_creation_input_tokens,
-        e.message.usage.cache_read_input_tokens as cache_read_input_tokens,
-        e.message.usage.cache_creation.ephemeral_5m_input_tokens as cache_creation_5m,
-        e.message.usage.cache_creation.ephemeral_1h_input_tokens as cache_creation_1h,
-        e.message.usage.service_tier as service_tier,
-        e.message.usage is not null as has_usage,
+        d.usage_counts[1] as input_tokens,
+        d.usage_counts[2] as output_tokens,
+        d.usage_counts[3] as cache_creation_input_tokens,
+        d.usage_counts[4] as cache_read_input_tokens,
+        d.usage_counts[5] as cache_creation_5m,
+        d.usage_counts[6] as cache_creation_1h,
+        d.usage_service_tier as service_tier,
+        json_type(e.message.usage) = 'OBJECT' as has_usage,
+        list_filter(
+            list_transform(
+                range(1, 7),
+                lambda i: case when json_type(d.usage_json[i]) <> 'NULL' and d.usage_counts[i] is null then
+                    [
+                        'message.usage.input_tokens', 'message.usage.output_tokens',
+                        'message.usage.cache_creation_input_tokens', 'message.usage.cache_read_input_tokens',
+                        'message.usage.cache_creation.ephemeral_5m_input_tokens',
+                        'message.usage.cache_creation.ephemeral_1h_input_tokens'
+                    ][i] || '=' || d.usage_json[i]::varchar
+                end
+            ),
+            lambda f: f is not null
+        ) as number_faults,
         d.obj_idx,
-    from headed as d
+    from counted as d
     join files as f using (file_idx)
 )
 

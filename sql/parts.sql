@@ -168,7 +168,7 @@ shaped as (
 
 final as (
     select
-        * exclude (is_empty_data, display_content, source_line, native),
+        * exclude (is_empty_data, persisted_file, display_content, source_line, native),
         case
             when is_empty_data then 'empty'
             when persisted_file is null then 'complete'

@@ -37,17 +37,30 @@ uuid_map as (
     where i.is_live and c.uuid is not null
 ),
 
--- Subagent streams whose spawning call a native field names (the sidecar's toolUseId, or a
--- parent's tool result naming the agentId): their first prompt was written by the parent agent.
-launched as (
-    select session_key
+-- Subagent streams whose launch prompt the registry entry identifies: "by the sidecar toolUseId and
+-- the parent result's agentId", both naming the same call. Their first prompt was written by the
+-- parent agent. With only one of the two (every sidecar before 2.1.2xx lacks toolUseId) the sender
+-- is not identified: the first record alone does not identify it, so its author stays null.
+sidecar_calls as (
+    select session_key, json_extract_string(sidecar, '$.toolUseId') as call_id
     from batch_files
     where stream_kind = 'subagent' and json_extract_string(sidecar, '$.toolUseId') is not null
-    union
-    select coalesce(f.parent_session_id, f.session_id) || '/' || json_extract_string(o.tool_use_result, '$.agentId')
+),
+
+result_calls as (
+    select
+        coalesce(f.parent_session_id, f.session_id) || '/' || json_extract_string(o.tool_use_result, '$.agentId')
+            as session_key,
+        json_extract_string(o.content, '$[*].tool_use_id') as call_ids,
     from live as o
     join batch_files as f using (file_idx)
     where contains(o.tool_use_result, 'agentId') and json_extract_string(o.tool_use_result, '$.agentId') is not null
+),
+
+launched as (
+    select distinct s.session_key
+    from sidecar_calls as s
+    join result_calls as r on r.session_key = s.session_key and list_contains(r.call_ids, s.call_id)
 ),
 
 -- agent_progress lines embed a subagent's own messages: each is linked to the subagent record

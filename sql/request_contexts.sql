@@ -3,7 +3,9 @@
 -- message.id its requestRef maps to: base (the earlier request) → prefixFrom.inferenceId (the
 -- message.id of the base request's response), keep → prefixFrom.count, tail → entries as blobs
 -- holding the messages from api-request-blob, params → inference.params. The unit is one message.
--- requestDigest goes in requestDigest only when it is a SHA-256 of the request bytes.
+-- requestDigest goes in requestDigest only when it is a SHA-256 of the request bytes. A value shaped
+-- like a SHA-256 does not show what was hashed, and no record holds the request bytes to check it
+-- against: the value is kept as recorded (request_digest_native), request_digest stays null.
 -- No real api-request line is in the corpus: fields read are id, requestRef, base, keep, tail
 -- (blob hashes, or {hash} objects), params, querySource, shapeHash and requestDigest.
 -- the request lines, their blobs and the responses they may name; the JSON text is kept
@@ -156,10 +158,8 @@ final as (
         q.params::varchar as params,
         q.query_source,
         q.shape_hash,
-        case
-            when regexp_full_match(q.digest_native, '(sha256:)?[0-9a-fA-F]{64}')
-                then lower(regexp_extract(q.digest_native, '[0-9a-fA-F]{64}$'))
-        end as request_digest,
+        null::varchar as request_digest,
+        q.digest_native as request_digest_native,
         q.position,
         q.timestamp as recorded_at,
         q.native::varchar as native,

@@ -1,7 +1,8 @@
 -- session_events: one row per change of a session-level value (session_info or config_change).
 -- Claude Code re-writes titles, last-prompt, mode and permission-mode lines at every turn or
 -- exit; a repeated identical value is not a change (registry entry, Repeated metadata).
--- permission-mode lines and the permissionMode of prompts form one sequence.
+-- permission-mode lines and the permissionMode of prompts form one sequence. A last-prompt value is its
+-- text and its leafUuid (the active leaf): 2.1.199 writes the leaf alone, so a new leaf is a change.
 -- rows first: the metadata lines and the prompts carrying a permissionMode
 with records as (
     select record_id, session_key, seq, native_type, native, permission_mode
@@ -75,6 +76,7 @@ changes as (
         *,
         lag(value) over (partition by session_key, field order by seq) as previous_value,
         lag(title_source) over (partition by session_key, field order by seq) as previous_source,
+        lag(leaf_uuid) over (partition by session_key, field order by seq) as previous_leaf_uuid,
         row_number() over (partition by session_key, field order by seq) = 1 as is_first,
     from facts
 ),
@@ -96,6 +98,7 @@ final as (
     where is_first
         or value is distinct from previous_value
         or title_source is distinct from previous_source
+        or (field = 'last_prompt' and leaf_uuid is distinct from previous_leaf_uuid)
 )
 
 select * from final

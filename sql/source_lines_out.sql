@@ -22,20 +22,23 @@ final as (
         l.byte_offset,
         l.byte_length,
         coalesce(k.session_key, l.session_key) as session_key,
+        -- bytes after the last newline that do not parse are uncommitted: kept here, no reject, no loss
         case
             when l.is_foreign then 'foreign'
+            when x.reason = 'uncommitted' then 'uncommitted'
             when x.line is not null then 'rejected'
             else k.status
         end as status,
         case
             when l.is_foreign then 'foreign_file'
+            when x.reason = 'uncommitted' then 'after_last_newline'
             when x.line is not null then x.reason
             when not l.utf8_ok then concat_ws('; ', k.reason, 'invalid_utf8_replaced')
             else k.reason
         end as reason,
         k.record_id,
         case when not k.is_representative then k.json end as native,
-        l.raw,
+        case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
     left join rejected as x on x.file_idx = l.file_idx and x.line = l.line

@@ -5,6 +5,9 @@
 -- and each change between consecutive records, is a state. worktree-state lines are re-written
 -- (registry "Repeated metadata"), so only a changed value is a state. A subagent sidecar's
 -- worktreePath says the whole stream ran in a linked worktree.
+-- Position basis (registry entry): "current-state rows without transcript positions form the
+-- snapshot tail". A sidecar row is such a row: it is ordered after every transcript position of its
+-- stream, with seq = the stream's last record seq + 1.
 -- the record columns read below; the JSON text is kept for the environment, worktree-state
 -- and relocated lines only (a cwd state reads its record's line by record_id)
 with records as (
@@ -150,11 +153,15 @@ relocated_states as (
     where native_type = 'relocated'
 ),
 
+last_seqs as (
+    select session_key, max(seq) as last_seq from records group by session_key
+),
+
 sidecar_states as (
     select
         null::varchar as record_id,
-        session_key,
-        null::bigint as seq,
+        s.session_key,
+        coalesce(l.last_seq, 0) + 1 as seq,
         'sidecar.worktreePath' as source,
         null::varchar as cwd,
         null::varchar as previous_cwd,
@@ -164,7 +171,8 @@ sidecar_states as (
         null::varchar as git_branch,
         null::timestamptz as recorded_at,
         sidecar::json as native,
-    from sidecars
+    from sidecars as s
+    left join last_seqs as l using (session_key)
 ),
 
 final as (
@@ -180,4 +188,4 @@ final as (
 )
 
 select * from final
-order by session_key, seq nulls first, source
+order by session_key, seq, source

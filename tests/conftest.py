@@ -17,6 +17,26 @@ CWD = "/home/user/project"
 VERSION = "2.1.39"
 MODEL = "claude-opus-4-6"
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+# Claude Code 2.1.158-2.1.199 (tests/fixtures/corpus/README.md): the fields the older corpus lacks
+NEW_CORPUS = CORPUS / "claude-code-2.1.1xx"
+NEW_SESSIONS = tuple(sorted(p.stem for p in NEW_CORPUS.rglob("*.jsonl")))
+
+
+def older(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the corpus before 2.1.158: streams of the sessions outside NEW_CORPUS (subagents included)."""
+    return frame.filter(~pl.col("session_key").str.split("/").list.first().is_in(NEW_SESSIONS))
+
+
+def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
+    """The rows of `frame` whose columns equal the given values (None matches null)."""
+    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
+
+
+def one(frame: pl.DataFrame, **where) -> dict:
+    """The one row of `frame` matching `where`, as a dict."""
+    found = rows(frame, **where)
+    assert found.height == 1, (where, found.height)
+    return found.row(0, named=True)
 
 
 def uid(n: int) -> str:

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import SID, TEXT, assistant, uid, user, write_jsonl
+from conftest import SID, TEXT, assistant, older, uid, user, write_jsonl
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "activity"
@@ -87,7 +87,8 @@ def test_real_answers_map_to_selected_labels(corpus):
 
 
 def test_corpus_has_one_input_request_per_ask_user_question_call(corpus):
-    assert corpus["input_requests"].height == 1
+    # before 2.1.158 (the newer sessions are checked in tests/test_new_corpus.py)
+    assert older(corpus["input_requests"]).height == 1
     assert corpus["input_requests"].select(pl.col("status").is_null().any()).item() is False
 
 
@@ -194,7 +195,7 @@ def test_real_task_output_and_waiting_for_task_revise_the_terminal(corpus):
 
 
 def test_real_background_tasks_are_all_found(corpus):
-    frame = corpus["background_tasks"]
+    frame = older(corpus["background_tasks"])
     assert sorted(frame["task_id"].to_list()) == ["01910a", "b0be39e", "bae407b", "bd0afab", "dce0af"]
     heavy = one(frame, task_id="bae407b")
     assert (heavy["status"], heavy["status_source"]) == ("running", "launch_result")

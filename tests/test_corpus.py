@@ -183,3 +183,45 @@ def test_unassigned_summaries_are_not_titles(converted):
         assert record not in title_records
         leaf = fact["references"]["leafUuid"]
         assert uuids.filter((pl.col("session_key") == key) & (pl.col("uuid") == leaf)).height == 0
+
+
+# Markers of the registry items the manifest lists as unqualified: no real transcript may hold one.
+UNQUALIFIED_MARKERS = {
+    "turnOrigin": ['"turnOrigin"'],
+    "scheduledTaskId, scheduledFireId, fireReason": ['"scheduledTaskId"', '"scheduledFireId"', '"fireReason"'],
+    "permissionDecision": ['"permissionDecision"'],
+    "toolDenialKind": ['"toolDenialKind"'],
+    "api-request and requestDigest": ['"type":"api-request"', '"requestDigest"'],
+    "cost-state": ['"type":"cost-state"'],
+    "environment attachment": ['"type":"environment"'],
+    "memory_saved and memdirStamped": ['"memory_saved"', '"memdirStamped"'],
+    "custom-title": ['"type":"custom-title"'],
+    "forkedFrom, fork-context-ref, continued-in": ['"forkedFrom"', '"type":"fork-context-ref"', '"type":"continued-in"'],
+    "origin.kind peer, coordinator, observer, channel": [
+        '"kind":"peer"', '"kind":"coordinator"', '"kind":"observer"', '"kind":"channel"'],
+    "file-history-delta": ['"type":"file-history-delta"'],
+    "bridge-session": ['"type":"bridge-session"'],
+    "sidecar toolUseId (spawnedBy native_field, launch prompt author agent)": ['"toolUseId"'],
+    "Monitor, background Agent": ['"name":"Monitor"', '"name":"Agent","input":{"run_in_background":true'],
+}
+
+
+def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versions(converted):
+    out, _ = converted
+    coverage = json.loads((out / "manifest.json").read_text())["export_report"]["coverage"]
+    # the seven items the registry names for after 2.1.218 are among them
+    for item in ("turnOrigin", "permissionDecision", "toolDenialKind", "cost-state", "environment attachment"):
+        assert item in coverage["unqualified_items"]
+    assert any("api-request" in i for i in coverage["unqualified_items"])
+    assert any("scheduledTaskId" in i for i in coverage["unqualified_items"])
+    assert set(coverage["unqualified_items"]) == set(UNQUALIFIED_MARKERS)
+    files = sorted(CORPUS.rglob("*.jsonl")) + sorted(CORPUS.rglob("*.meta.json"))
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace").replace('": ', '":')
+        for item, markers in UNQUALIFIED_MARKERS.items():
+            for marker in markers:
+                assert marker not in text, (item, marker, path)
+    real = set(coverage["real_evidence_versions"])
+    for item, versions in coverage["real_evidence_by_item"].items():
+        named = versions.split(" ")[0].split("-")
+        assert set(named) <= real, (item, versions)

@@ -219,7 +219,10 @@ def test_request_context_maps_base_keep_tail_params_and_digest(authored):
     first, second = ctx.to_dicts()
     assert (first["api_request_id"], first["request_ref"], first["inference_id"]) == ("areq-1", "req_01Ctx1", "msg_01Ctx1")
     assert (first["prefix_inference_id"], first["prefix_count"]) == (None, 0)
-    assert first["request_digest"] == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    # shaped like a SHA-256, but nothing shows which bytes were hashed: kept as recorded only
+    assert first["request_digest"] is None
+    assert first["request_digest_native"] == json.loads(first["native"])["requestDigest"]
+    assert first["request_digest_native"].lower().endswith("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     assert json.loads(first["params"])["max_tokens"] == 32000
     assert json.loads(first["tail_entries"]) == [
         {"hash": "blob-h1", "message": {"role": "user", "content": "What does main.py do?"}}]
@@ -230,8 +233,9 @@ def test_request_context_maps_base_keep_tail_params_and_digest(authored):
     entries = json.loads(second["tail_entries"])
     assert [e["message"] and e["message"]["role"] for e in entries] == ["assistant", "user", None]
     assert second["unresolved_tail_count"] == 1
-    # md5 is not a SHA-256: no request_digest, the native value stays in native
+    # md5 is not a SHA-256 either: no request_digest, the value kept as recorded
     assert second["request_digest"] is None
+    assert second["request_digest_native"].startswith("md5:")
     assert json.loads(second["native"])["requestDigest"].startswith("md5:")
     assert (second["query_source"], second["shape_hash"]) == ("repl_main_thread", "shape-1")
 
@@ -316,7 +320,7 @@ def test_memory_changes_store_scope_op_and_status(authored):
         "toolu_01Mem4": ("agent_memory", "agent", "update", "applied", None),  # Write update, agent memory
         "toolu_01Mem5": ("auto_memory", "project", "add", "applied", True),  # custom memory dir, stamped
         "toolu_01Mem7": ("auto_memory", "project", None, "unknown", None),  # no result in the capture
-        None: ("auto_memory", "project", None, "applied", None),  # memory_saved
+        None: ("auto_memory", "project", "add", "applied", None),  # memory_saved: the path is not written before
     }
     assert set(by_call) == set(expected)  # the write to src/app.py is not a memory change
     for call_id, want in expected.items():

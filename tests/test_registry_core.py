@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS
+from conftest import CORPUS, NEW_CORPUS, older, one, rows
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
@@ -108,14 +108,6 @@ def corpus(corpus_out: Path) -> dict:
     return Tables(corpus_out)
 
 
-def rows(frame: pl.DataFrame, **where) -> pl.DataFrame:
-    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
-
-
-def one(frame: pl.DataFrame, **where) -> dict:
-    found = rows(frame, **where)
-    assert found.height == 1, (where, found.height)
-    return found.row(0, named=True)
 
 
 def record(t: dict, session_key: str, key: str) -> dict:
@@ -236,21 +228,23 @@ def test_prompt_without_a_known_sender_has_no_author(authored, n):
 @pytest.mark.parametrize(
     ("agent", "expected"),
     [
-        ("a1c0ffee00000001", ("agent", "prompt")),  # sidecar toolUseId (the parent's result names no agentId)
-        ("a2c0ffee00000002", ("agent", "prompt")),  # parent's tool result names the agentId (no sidecar toolUseId)
+        # the entry identifies a launch prompt "by the sidecar toolUseId and the parent result's agentId":
+        # one of the two alone does not (tests/test_departures.py has both together)
+        ("a1c0ffee00000001", (None, None)),  # sidecar toolUseId only (the parent's result names no agentId)
+        ("a2c0ffee00000002", (None, None)),  # parent's tool result names the agentId only (no sidecar toolUseId)
         ("a3c0ffee00000003", (None, None)),  # named by nothing: being first identifies no sender
     ],
     ids=["sidecar-tool-use-id", "parent-result-agent-id", "unlinked"],
 )
-def test_subagent_launch_prompt_is_written_by_an_agent_only_when_a_native_field_names_it(authored, agent, expected):
+def test_subagent_launch_prompt_needs_both_native_fields_the_entry_names(authored, agent, expected):
     row = first_user_message(authored, f"{LAUNCH}/{agent}")
     assert row["seq"] == 1
     assert who(row) == expected
 
 
 def test_real_prompts_carry_no_human_author_without_origin(corpus):
-    # no corpus version (<= 2.1.114) writes origin.kind: a typed prompt has no marker, so no author
-    assert rows(corpus["records"], author="human").height == 0
+    # no corpus version up to 2.1.114 writes origin.kind: a typed prompt has no marker, so no author
+    assert rows(older(corpus["records"]), author="human").height == 0
     assert who(first_user_message(corpus, SNIFFLY)) == (None, None)
 
 
@@ -264,11 +258,42 @@ def test_real_command_echo_output_and_caveat(corpus):
     assert output["author"] == "harness"
 
 
-def test_real_subagent_launch_prompts_are_written_by_agents(corpus):
-    agents = rows(corpus["sessions"], parent_session_key=WORKTREES)["session_key"].to_list()
-    assert len(agents) == 6
-    for key in agents:
-        assert who(first_user_message(corpus, key)) == ("agent", "prompt"), key
+def _agent_results(path: Path) -> dict[str, str]:
+    """{agentId: tool_use_id} of the tool results in a transcript whose toolUseResult names an agentId."""
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line) if line.strip() else {}
+        result = obj.get("toolUseResult")
+        if isinstance(result, dict) and result.get("agentId"):
+            found[result["agentId"]] = obj["message"]["content"][0]["tool_use_id"]
+    return found
+
+
+def test_real_subagents_named_by_the_parent_result_only_are_partial_lineage_without_author(corpus):
+    # 2.1.114 sidecars hold agentType and description but no toolUseId: only the parent's result names
+    # each agent, one of the two fields the registry entry requires together
+    folder = CORPUS / "daaain-claude-code-log" / "-experiments-worktrees"
+    results = _agent_results(folder / f"{WORKTREES}.jsonl")
+    sidecars = {
+        p.name[len("agent-"):-len(".meta.json")]: json.loads(p.read_text())
+        for p in (folder / WORKTREES / "subagents").glob("*.meta.json")
+    }
+    assert len(sidecars) == 6 and all("toolUseId" not in s for s in sidecars.values())
+    edges = rows(corpus["lineage"], relation="spawned_by").filter(pl.col("parent_session_key") == WORKTREES)
+    got = {
+        r["session_key"].split("/")[1]: (r["call_id"], r["role"], r["evidence"], r["evidence_detail"], r["scope"])
+        for r in edges.iter_rows(named=True)
+    }
+    assert got == {
+        agent: (results[agent], sidecar["agentType"], "native_field_partial", "tool_result.agentId", "subagent")
+        for agent, sidecar in sidecars.items()
+    }
+    for agent in sidecars:
+        key = f"{WORKTREES}/{agent}"
+        # the launch prompt is not identified as the entry requires: no author
+        assert who(first_user_message(corpus, key)) == (None, None), key
+        loss = one(corpus["losses"], session_key=key, category="lineage")
+        assert "native_field_partial" in loss["detail"]
 
 
 def test_real_orphan_subagent_first_prompt_has_no_author(corpus):
@@ -341,8 +366,8 @@ def test_only_prompts_carry_triggers(authored):
 
 
 def test_real_transcripts_carry_no_trigger(corpus):
-    # no turnOrigin, origin or scheduled fields before 2.1.2xx: nothing to map
-    triggered = corpus["records"].filter(
+    # no turnOrigin, origin or scheduled fields up to 2.1.114: nothing to map
+    triggered = older(corpus["records"]).filter(
         pl.col("trigger_kind").is_not_null() | pl.col("trigger_native").is_not_null()
         | pl.col("trigger_id").is_not_null()
     )
@@ -365,12 +390,15 @@ def test_repeated_metadata_gives_one_event_per_change(authored):
     ("line", "set_by"),
     [
         (7, 1), (8, 2), (9, 5), (10, 6),  # mode, permission-mode, ai-title, last-prompt re-written at exit
-        (20, 1), (21, 13), (22, 15), (23, 16), (24, 17), (25, 18), (27, 19),  # the next exit
+        (20, 1), (22, 15), (23, 16), (24, 17), (25, 18), (27, 19),  # the next exit
+        # permission-mode lines repeating the mode the prompt of line 11 set fold into that prompt
+        (13, uid("4a000000", 3)), (21, uid("4a000000", 3)),
     ],
 )
 def test_repeated_line_is_a_duplicate_folded_into_the_line_that_set_the_value(authored, line, set_by):
+    key = set_by if isinstance(set_by, str) else f"line:{set_by}"
     assert line_status(authored, "metadata", METADATA, line) == (
-        "duplicate", "unchanged_value", f"{METADATA}:line:{set_by}",
+        "duplicate", "unchanged_value", f"{METADATA}:{key}",
     )
 
 
@@ -398,9 +426,9 @@ def test_permission_mode_lines_and_prompt_modes_are_one_config_sequence(authored
     found = rows(authored["session_events"], session_key=METADATA, field="permission_mode").sort("seq")
     # the first from a permission-mode line, the change from a prompt's permissionMode
     assert found["native_type"].to_list() == ["permission-mode", "user"]
-    # the permission-mode line written after that prompt repeats its value: a record, not an event
-    assert record(authored, METADATA, "line:13")["kind"] == "config_change"
-    assert f"{METADATA}:line:13" not in found["record_id"].to_list()
+    # the permission-mode line written after that prompt repeats its value: no change, so no record
+    # of its own (registry entry, Repeated metadata: compared with the value whichever line set it)
+    assert rows(authored["records"], session_key=METADATA, position="line:13").height == 0
 
 
 def test_mode_line_is_a_config_change(authored):
@@ -494,7 +522,7 @@ def test_real_user_shell_commands(corpus, version):
 
 
 def test_real_user_shell_commands_are_the_only_user_requested_calls(corpus):
-    user_calls = rows(corpus["tool_calls"], requested_by="user")
+    user_calls = rows(older(corpus["tool_calls"]), requested_by="user")
     assert sorted(user_calls["session_key"]) == sorted(s for s, _, _ in SHELL_SESSIONS.values())
     model_calls = corpus["tool_calls"].filter(pl.col("requested_by") == "model")
     assert model_calls.filter(~pl.col("call_id").str.starts_with("toolu_")).height == 0
@@ -563,7 +591,7 @@ def test_queue_remove_withdraws_the_latest_earlier_enqueue_of_its_content(author
 
 
 def test_real_queue_remove_withdraws_the_queued_message(corpus):
-    withdrawn = rows(corpus["records"], status="withdrawn").sort("session_key", "seq")
+    withdrawn = rows(older(corpus["records"]), status="withdrawn").sort("session_key", "seq")
     assert list(zip(withdrawn["session_key"], withdrawn["position"])) == [
         (SPOTTER_AUTO, "line:497"), (SPOTTER_AUTO, "line:603"), (SPOTTER_HEAVY, "line:9"),
     ]
@@ -618,6 +646,16 @@ def test_persisted_output_whose_file_is_gone_is_a_loss(authored):
     loss = one(authored["losses"], session_key=ATTACHMENTS, category="tool_output_truncated")
     assert loss["count"] == 1
     assert rows(authored["losses"], category="tool_output_truncated").height == 1
+    # the manifest lists it as absent; deleted_by_retention is a possible cause, never claimed
+    truncated = one(authored["parts"], capture_state="truncated")
+    record = one(authored["records"], record_id=truncated["record_id"])
+    absent = [a for a in authored["manifest"]["export_report"]["retention"]["absent_files"]
+              if a["kind"] == "tool_result_file"]
+    assert absent == [{
+        "kind": "tool_result_file", "name": truncated["persisted_file"], "session_key": ATTACHMENTS,
+        "referenced_by": {"path": record["source_file"], "position": record["position"]},
+        "status": "absent", "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
+    }]
 
 
 def test_ordinary_blocks_are_complete(authored):
@@ -756,7 +794,13 @@ def test_main_sessions_claim_no_parent(authored):
 
 def test_real_compact_boundaries_have_logical_parents(corpus):
     boundaries = rows(corpus["records"], native_subtype="compact_boundary").sort("session_key")
-    assert boundaries["session_key"].to_list() == [SPOTTER_AUTO, SPOTTER_MANUAL, FASTHOOKS]
+    assert older(boundaries)["session_key"].to_list() == [SPOTTER_AUTO, SPOTTER_MANUAL, FASTHOOKS]
+    # and every boundary line of the newer sessions, counted from the files
+    expected = sum(
+        sum(1 for line in path.read_text().splitlines() if '"subtype":"compact_boundary"' in line)
+        for path in NEW_CORPUS.rglob("*.jsonl")
+    )
+    assert boundaries.height - 3 == expected > 0
     for row in boundaries.iter_rows(named=True):
         # records.native holds the compact summary folded into the boundary (ASR-373): read the boundary line
         line = (CORPUS.parent / row["source_file"]).read_text().splitlines()[row["source_line"] - 1]
@@ -953,14 +997,76 @@ def test_shell_exit_code_loss_for_streams_with_shell_calls(authored):
     assert QUEUE not in losses
 
 
+def _independent_loss_counts() -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Read line by line, without the converter: the sessionIds of the corpus, and per sessionId (a main
+    session with its subagents and sidechains) the responses whose latest line has no stop reason and
+    the shell calls without a recorded exit code."""
+    files = sorted(CORPUS.rglob("*.jsonl"))
+    agent_files = {p.name[len("agent-"):-len(".jsonl")] for p in files if p.name.startswith("agent-")}
+    stops: dict[tuple[str, str, str], object] = {}  # (sessionId, where, message.id) -> stop of the latest line
+    shells: dict[str, set[str]] = {}  # sessionId -> shell call ids and `!` command uuids
+    launched: dict[tuple[str, str], str] = {}  # (sessionId, task id) -> launching call id
+    exited: set[tuple[str, str]] = set()  # (sessionId, task id) with a recorded exit code
+    sessions: set[str] = set()
+    for path in files:
+        if path.stat().st_size and b'"sessionId"' not in path.read_bytes():
+            sessions.add(path.stem)  # summary-only and snapshot-only files: the session is the file name
+        for raw in path.read_bytes().split(b"\n"):
+            if not raw.strip():
+                continue
+            obj = json.loads(raw)
+            sid = obj.get("sessionId")
+            if sid is None:
+                continue
+            sessions.add(sid)
+            where, line = str(path), obj
+            data = obj.get("data") or {}
+            if data.get("type") == "agent_progress":
+                if data.get("agentId") in agent_files:
+                    continue  # a copy of a message its subagent's own file holds
+                where, line = f"progress:{data.get('agentId')}", data.get("message") or {}
+            message = line.get("message") or {}
+            content = message.get("content") if isinstance(message, dict) else None
+            if line.get("type") == "assistant" and message.get("id") and message.get("model") != "<synthetic>" \
+                    and not line.get("isApiErrorMessage"):
+                stops[(sid, where, message["id"])] = message.get("stop_reason")
+            if line.get("type") == "assistant" and isinstance(content, list):
+                shells.setdefault(sid, set()).update(
+                    b["id"] for b in content if b.get("type") == "tool_use" and b.get("name") in ("Bash", "PowerShell")
+                )
+            if line.get("type") == "user" and isinstance(content, str) and content.startswith("<bash-input>"):
+                shells.setdefault(sid, set()).add(line["uuid"])
+            result = line.get("toolUseResult")
+            if isinstance(result, dict) and isinstance(content, list) and content:
+                if result.get("backgroundTaskId"):
+                    launched[(sid, result["backgroundTaskId"])] = content[0].get("tool_use_id")
+                task = result.get("task") if isinstance(result.get("task"), dict) else {}
+                if result.get("exitCode") is not None and result.get("shellId"):
+                    exited.add((sid, result["shellId"]))
+                if task.get("exitCode") is not None and task.get("task_id"):
+                    exited.add((sid, task["task_id"]))
+    incomplete: dict[str, int] = {}
+    for (sid, _, _), stop in stops.items():
+        if stop is None:
+            incomplete[sid] = incomplete.get(sid, 0) + 1
+    for key in exited:
+        if key in launched:
+            shells[key[0]].discard(launched[key])
+    return sessions, incomplete, {sid: len(ids) for sid, ids in shells.items() if ids}
+
+
 def test_real_losses_follow_the_streams(corpus):
-    losses = corpus["losses"]
-    keys = set(corpus["sessions"]["session_key"])
-    assert set(rows(losses, category="model_rendering")["session_key"]) == keys
-    incomplete = per_session(corpus["inferences"], ~pl.col("usage_complete"))
-    assert dict(rows(losses, category="usage_incomplete").select("session_key", "count").iter_rows()) == incomplete
-    shell = per_session(corpus["tool_calls"], pl.col("tool_kind") == "execute")
-    assert dict(rows(losses, category="shell_exit_code").select("session_key", "count").iter_rows()) == shell
+    sessions, incomplete, shell = _independent_loss_counts()
+    losses = corpus["losses"].with_columns(session_id=pl.col("session_key").str.split("/").list.first())
+
+    def per_session_id(category: str) -> dict[str, int]:
+        found = rows(losses, category=category).group_by("session_id").agg(pl.col("count").sum())
+        return dict(found.iter_rows())
+
+    # every session of the corpus has the rendering loss (its subagents and sidechains too)
+    assert set(rows(losses, category="model_rendering")["session_id"]) == sessions
+    assert per_session_id("usage_incomplete") == incomplete
+    assert per_session_id("shell_exit_code") == shell
     assert len(incomplete) > 5 and len(shell) > 10
 
 
@@ -969,3 +1075,32 @@ def test_authored_versions_are_not_real_evidence(authored):
     assert {"2.1.280", "2.1.39", "2.1.20"} <= set(coverage["versions_in_input"])
     # authored tests do not qualify a version: 2.1.280 is covered here but is no real evidence
     assert "2.1.280" not in coverage["real_evidence_versions"]
+
+
+def test_real_inline_sidechains_are_content_matched_lineage_declared_lost(corpus):
+    # 1.0.108 writes Task runs inline (isSidechain) with no agentId: each run starts with a user line
+    # without parent, and only its text ties it to the Task call whose input.prompt it repeats
+    path = CORPUS / "d-kimuson-claude-code-viewer" / "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    objects = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    prompts = {
+        block["input"].get("prompt"): (block["id"], block["input"].get("subagent_type"))
+        for obj in objects if obj["type"] == "assistant"
+        for block in obj["message"]["content"] if block.get("type") == "tool_use" and block["name"] == "Task"
+    }
+    roots = {
+        obj["uuid"]: prompts[obj["message"]["content"]]
+        for obj in objects
+        if obj.get("isSidechain") and obj["type"] == "user" and obj["parentUuid"] is None
+    }
+    assert len(roots) == 2
+    session = path.stem
+    for root, (call_id, role) in roots.items():
+        key = f"{session}/sidechain-{root}"
+        edge = one(corpus["lineage"], session_key=key, relation="spawned_by")
+        assert (edge["parent_session_key"], edge["call_id"], edge["evidence"], edge["evidence_detail"]) == (
+            session, call_id, "content_match", "tool_use.prompt",
+        )
+        assert edge["role"] == role == "general-purpose"
+        assert "content_match" in one(corpus["losses"], session_key=key, category="lineage")["detail"]
+        # matched by content only: the entry does not accept it as identification of the sender
+        assert who(first_user_message(corpus, key)) == (None, None)

@@ -35,13 +35,17 @@ from conftest import (
     write_jsonl,
 )
 
-STATUSES = {"mapped", "folded", "duplicate", "recovered", "rejected", "foreign"}
+STATUSES = {"mapped", "folded", "duplicate", "recovered", "rejected", "uncommitted", "foreign"}
 
 
 def by_line(source_lines: pl.DataFrame, name_suffix: str = "") -> dict:
     """{(line, sub): row} of source_lines, for the file whose name ends with name_suffix."""
     rows = source_lines.filter(pl.col("source_file").str.ends_with(name_suffix)).iter_rows(named=True)
     return {(r["line"], r["sub"]): r for r in rows}
+
+
+def rows(df: pl.DataFrame, **where) -> pl.DataFrame:
+    return df.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
 
 
 def one(df: pl.DataFrame) -> dict:
@@ -387,27 +391,44 @@ def test_concatenated_objects_on_one_line_are_recovered(src, out):
     assert t["rejects"].height == 0
 
 
-def test_truncated_last_line_is_rejected_with_its_bytes(src, out):
+def test_uncommitted_bytes_after_the_last_newline_are_kept_without_reject_or_loss(src, out):
+    # registry entry, Position basis: a commit boundary takes precedence over physical EOF;
+    # uncommitted bytes are not a gap
     complete = [user(uid(1), None, "hello"), assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn")]
     cut = dumps(user(uid(3), uid(2), "a prompt being written"))[:57]
     path = write_jsonl(src / f"{SID}.jsonl", [*complete, cut], newline_at_end=False)
     t = run(src, out)
 
-    rej = one(t["rejects"])
-    assert rej["source_file"] == file_name(src, path)
-    assert rej["line"] == 3
-    assert rej["reason"] == "truncated_last_line"
-    assert rej["raw"] == cut.encode()
-    assert rej["byte_length"] == len(cut.encode())
-    assert rej["byte_offset"] == path.read_bytes().rindex(b"\n") + 1
-
+    assert t["rejects"].height == 0
+    assert rows(t["losses"], category="rejected_lines").height == 0
     sl = by_line(t["source_lines"], path.name)
-    assert (sl[(3, None)]["status"], sl[(3, None)]["reason"]) == ("rejected", "truncated_last_line")
-    assert sl[(3, None)]["record_id"] is None
+    row = sl[(3, None)]
+    assert (row["status"], row["reason"], row["record_id"]) == ("uncommitted", "after_last_newline", None)
+    assert row["raw"] == cut.encode()
+    assert (row["byte_offset"], row["byte_length"]) == (path.read_bytes().rindex(b"\n") + 1, len(cut.encode()))
     assert t["records"]["uuid"].to_list() == [uid(1), uid(2)]
     assert one(t["inferences"])["inference_id"] == "msg_01A"
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["rejected_lines"] == 1
+    assert manifest["rejected_lines"] == 0
+
+
+def test_complete_object_without_a_final_newline_is_committed(src, out):
+    # Entire writes every full.jsonl without a final newline
+    lines = [user(uid(1), None, "hello"), assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn")]
+    path = write_jsonl(src / f"{SID}.jsonl", lines, newline_at_end=False)
+    t = run(src, out)
+    sl = by_line(t["source_lines"], path.name)
+    assert (sl[(2, None)]["status"], sl[(2, None)]["record_id"]) == ("mapped", f"{SID}:msg:msg_01A")
+    assert t["rejects"].height == 0
+    assert one(t["inferences"])["usage_complete"] is True
+
+
+def test_a_value_after_the_last_newline_that_is_no_object_is_rejected(src, out):
+    # it parses, so it is committed: a reject, not uncommitted bytes
+    path = write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello"), "[1, 2]"], newline_at_end=False)
+    t = run(src, out)
+    assert (one(t["rejects"])["line"], one(t["rejects"])["reason"]) == (2, "not_an_object")
+    assert by_line(t["source_lines"], path.name)[(2, None)]["status"] == "rejected"
 
 
 def test_cut_line_in_the_middle_is_invalid_json_and_the_rest_converts(src, out):
@@ -564,9 +585,23 @@ def _messy(src: Path) -> list[Path]:
     return files
 
 
-def _expected_source_line_rows(path: Path) -> int:
-    from batch.transforms.recover import split_objects
+def _objects_back_to_back(text: str) -> int:
+    """How many JSON objects a line holds back to back (`{...}{...}`); 0 when it is anything else."""
+    decoder, i, n = json.JSONDecoder(), 0, 0
+    while i < len(text):
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except ValueError:
+            return 0
+        if not isinstance(obj, dict):
+            return 0
+        n += 1
+        while i < len(text) and text[i] in " \t\r":
+            i += 1
+    return n
 
+
+def _expected_source_line_rows(path: Path) -> int:
     data = path.read_bytes()
     lines = data.split(b"\n")
     if data.endswith(b"\n"):
@@ -576,10 +611,7 @@ def _expected_source_line_rows(path: Path) -> int:
         text = raw.decode("utf-8", errors="replace")
         if not text.strip():
             continue
-        try:
-            n += max(1, len(split_objects(text)))
-        except ValueError:
-            n += 1
+        n += max(1, _objects_back_to_back(text))
     return n
 
 
@@ -596,19 +628,22 @@ def test_nothing_lost_on_a_messy_archive(src, out):
     assert {"identical_copy", "overwritten_snapshot", "concatenated_objects"} <= set(sl["reason"].to_list())
     assert sl.select("source_file", "line", "sub").is_duplicated().sum() == 0
 
-    kept = sl.filter(~pl.col("status").is_in(["rejected", "foreign"]))
+    kept = sl.filter(~pl.col("status").is_in(["rejected", "uncommitted", "foreign"]))
     assert kept["record_id"].null_count() == 0
     assert set(kept["record_id"].to_list()) <= set(records["record_id"].to_list())
     assert set(records["record_id"].to_list()) <= set(kept["record_id"].to_list())
     assert records["record_id"].is_unique().all()
     assert records.select("session_key", "seq").is_duplicated().sum() == 0
 
-    dropped = sl.filter(pl.col("status").is_in(["rejected", "foreign"]))
+    dropped = sl.filter(pl.col("status").is_in(["rejected", "uncommitted", "foreign"]))
     assert dropped["record_id"].null_count() == dropped.height
     rejected = sl.filter(pl.col("status") == "rejected")
     rejects = t["rejects"].filter(pl.col("reason") != "foreign_file")
     assert sorted(rejected["line"].to_list()) == sorted(rejects["line"].to_list())
-    assert set(rejects["reason"].to_list()) == {"invalid_json", "not_an_object", "truncated_last_line"}
+    assert set(rejects["reason"].to_list()) == {"invalid_json", "not_an_object"}
+    # the cut line at the end is uncommitted: kept, neither rejected nor declared lost
+    assert sl.filter(pl.col("status") == "uncommitted")["line"].to_list() == [19]
+    assert rows(t["losses"], category="rejected_lines")["count"].to_list() == [2]  # the cut line and [1, 2, 3]
     assert t["rejects"].filter(pl.col("reason") == "foreign_file").height == 1
 
     assert t["parts"]["record_id"].is_in(records["record_id"].implode()).all()

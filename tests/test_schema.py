@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import batch
-from batch.schema import DOCS_BEGIN, DOCS_END, TABLES, markdown
+from batch.schema import DOCS_BEGIN, DOCS_END, LOSSES, TABLES, Col, Table, markdown
+from batch.write import Output, SchemaMismatch
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "data" / "sample"
@@ -35,3 +39,45 @@ def test_written_tables_have_the_declared_schemas(tmp_path):
             schema = pq.read_schema(f)
             assert schema.names == table.names, f
             assert [fld.type for fld in schema] == [fld.type for fld in table.schema], f
+
+
+# The writer enforces the declared schema: a relation that departs from it is a bug and fails loudly.
+
+def _losses_frame(**overrides) -> pl.DataFrame:
+    """A one-row frame with every declared column of `losses`, typed as declared."""
+    empty = pl.from_arrow(LOSSES.schema.empty_table())
+    row = pl.DataFrame([{c.name: None for c in LOSSES.cols}], schema=empty.schema)
+    return row.with_columns(**overrides) if overrides else row
+
+
+def test_a_declared_frame_is_written(tmp_path):
+    output = Output(tmp_path / "out")
+    assert output.write(LOSSES, _losses_frame(session_key=pl.lit("s"))) == 1
+    output.abort()
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (lambda: _losses_frame(surprise=pl.lit(1)), r"undeclared column losses\.surprise"),
+        (lambda: _losses_frame().drop("session_key"), r"missing declared column losses\.session_key"),
+        # a count given as text would be parsed into a number silently by a plain cast
+        (lambda: _losses_frame(count=pl.lit("12")), r"losses\.count is (large_)?string, declared int64"),
+        # and a float would be rounded
+        (lambda: _losses_frame(count=pl.lit(1.5)), r"losses\.count is double, declared int64"),
+    ],
+    ids=["undeclared-column", "missing-column", "text-as-number", "float-as-integer"],
+)
+def test_a_frame_that_departs_from_the_schema_fails_naming_table_and_column(tmp_path, frame, message):
+    output = Output(tmp_path / "out")
+    with pytest.raises(SchemaMismatch, match=message):
+        output.write(LOSSES, frame())
+    output.abort()
+
+
+def test_a_lossy_cast_fails(tmp_path):
+    narrow = Table("counts", "one row per test", "A table declaring a 32-bit count.", (Col("n", pa.int32(), "a count"),))
+    output = Output(tmp_path / "out")
+    with pytest.raises(SchemaMismatch, match=r"counts\.n: lossy cast from int64 to int32"):
+        output.write(narrow, pa.table({"n": pa.array([2**40], pa.int64())}))
+    output.abort()

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS
+from conftest import CORPUS, older
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "registry" / "workspace"
@@ -253,12 +253,14 @@ def test_snapshot_files_carry_path_version_and_blob(authored):
     assert rows[1]["trigger_record_id"] == f"{CHECKPOINT_SID}:msg:msg_01Edit9"
 
 
-def test_a_file_history_delta_adds_one_file_to_the_checkpoint(authored):
-    row = _one(authored["checkpoint_files"], session_key=CHECKPOINT_SID, native_type="file-history-delta")
-    assert (row["path"], row["version"], row["blob"]) == ("src/totals.py", 1, "989991897b936a8c@v1")
-    assert row["message_record_id"] == f"{CHECKPOINT_SID}:{CHECKPOINT_SID[:8]}-0000-4000-8000-000000000001"
-    assert row["trigger_record_id"] == f"{CHECKPOINT_SID}:msg:msg_01Edit9"
-    assert json.loads(row["native"])["realParentDir"] == "/home/user/shop/src"
+def test_a_file_history_delta_is_passed_through_as_an_unknown_kind(authored):
+    # the registry entry names file-history-snapshot, not file-history-delta: no mapping is claimed
+    assert _rows(authored["checkpoint_files"], native_type="file-history-delta") == []
+    row = _one(authored["records"], session_key=CHECKPOINT_SID, native_type="file-history-delta")
+    assert (row["kind"], row["position"]) == ("unknown", "line:6")
+    native = json.loads(row["native"])
+    assert (native["trackingPath"], native["backup"]["backupFileName"]) == ("src/totals.py", "989991897b936a8c@v1")
+    assert native["backup"]["realParentDir"] == "/home/user/shop/src"
 
 
 # --- usage summaries -------------------------------------------------------------------------
@@ -407,6 +409,10 @@ def test_corpus_sidecar_worktree_paths_are_linked_worktree_states(corpus):
     }
     assert {r["is_worktree_linked"] for r in rows} == {True}
     assert {r["record_id"] for r in rows} == {None}
+    # no transcript position: the snapshot tail, ordered after every record of its stream
+    for r in rows:
+        seqs = corpus["records"].filter(pl.col("session_key") == r["session_key"]).get_column("seq")
+        assert r["seq"] == seqs.max() + 1 == seqs.len() + 1, r["session_key"]
     # each of those agents' records ran in its worktree
     for key, path in got.items():
         first = _rows(corpus["workspace_states"], session_key=key, source="record.cwd")
@@ -422,6 +428,6 @@ def test_corpus_every_stream_with_a_cwd_has_its_first_state(corpus):
 
 def test_corpus_has_no_vcs_fact_or_cost_state(corpus):
     # nothing in 1.0.17 .. 2.1.114 writes gitOperation, pr-link, bashEditDiff or cost-state
-    assert corpus["vcs_events"].height == 0
+    assert older(corpus["vcs_events"]).height == 0
     assert corpus["usage_summaries"].height == 0
-    assert corpus["file_changes"].filter(pl.col("source") != "tool_result").height == 0
+    assert older(corpus["file_changes"]).filter(pl.col("source") != "tool_result").height == 0

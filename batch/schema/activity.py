@@ -80,7 +80,9 @@ BACKGROUND_TASKS = Table(
         col("launch_record_id", STR, "record holding the launching call's result; null without a launch result"),
         col("started_at", TS, "timestamp of the launch result (UTC)"),
         col("exit_code", I64,
-            "exit code when a native field records one (BashOutput exitCode, TaskOutput task.exitCode)"),
+            "exit code when a native field records one (BashOutput exitCode, TaskOutput task.exitCode): the latest"),
+        col("exit_code_record_id", STR, "record whose native field holds exit_code (its evidence); null without one"),
+        col("exit_code_source", STR, "bash_output or task_output: the read that recorded exit_code"),
         col("output_file", STR, "latest output file named (task notification <output-file>, task_status "
             "outputFilePath, toolUseResult.outputFile, or the launch text 'Output is being written to')"),
         col("summary", STR, "latest summary recorded (task notification <summary>, task_status deltaSummary)"),

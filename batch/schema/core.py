@@ -258,8 +258,11 @@ LINEAGE = Table(
         _c("call_record_id", STR, "record holding the spawning tool call"),
         _c("scope", STR, "stream kind of the child: subagent or sidechain"),
         _c("role", STR, "agentType of the subagent"),
-        _c("evidence", STR, "native_field, content_match for an inline sidechain matched to its Task call by prompt, "
-           "or native_structure for an Entire checkpoint's tasks/<tool use id>/ subagent"),
+        _c("evidence", STR, "native_field (the sidecar toolUseId and the parent's result naming the agentId name one "
+           "call, as the registry entry requires), native_field_partial (one of the two, or two that disagree), "
+           "progress_field (agent_progress lines only), content_match (an inline sidechain matched to its Task call "
+           "by prompt), or native_structure (an Entire checkpoint's tasks/<tool use id>/ subagent); all but "
+           "native_field and native_structure come with a lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt"),
     ),
@@ -279,13 +282,14 @@ SOURCE_LINES = Table(
         _c("session_key", STR, "stream the line belongs to"),
         _c("status", STR, "mapped (holds the kept observation), folded (joined into a response), duplicate "
            "(an earlier or identical observation of a uuid), recovered (one of several objects on a line), "
-           "rejected, or foreign (the file is not Claude Code JSONL)"),
-        _c("reason", STR, "why the line was rejected, recovered or marked duplicate"),
+           "rejected, uncommitted (bytes after the file's last newline that do not parse: not yet committed by "
+           "the writer, kept in raw; neither a reject nor a loss), or foreign (the file is not Claude Code JSONL)"),
+        _c("reason", STR, "why the line was rejected, recovered, marked duplicate or left uncommitted"),
         _c("record_id", STR, "record the line went into"),
         _c("native", JSON, "the object's JSON when records.native does not hold it verbatim "
            "(folded lines, duplicates and overwritten snapshots)", json=True),
         _c("raw", pa.large_binary(), "the line's bytes when they are not valid UTF-8 (the converted text "
-           "has replacement characters), else null"),
+           "has replacement characters) or are uncommitted, else null"),
     ),
 )
 
@@ -298,7 +302,7 @@ REJECTS = Table(
         _c("line", I64, "physical line number; null for a foreign file"),
         _c("byte_offset", I64, "byte offset of the line"),
         _c("byte_length", I64, "length in bytes"),
-        _c("reason", STR, "invalid_json, truncated_last_line, not_an_object, foreign_file"),
+        _c("reason", STR, "invalid_json, not_an_object, foreign_file"),
         _c("detail", STR, "parser message or what the file looks like"),
         _c("first_bytes", STR, "the first 120 bytes, decoded with replacement"),
         _c("raw", pa.large_binary(), "the whole line as read (null for a foreign file, which stays on disk)"),

@@ -143,7 +143,8 @@ MEMORY_CHANGES = Table(
         col("store", STR, "auto_memory or agent_memory"),
         col("scope", STR, "project (auto memory) or agent (agent memory)"),
         col("op", STR, "add (Write result type create) or update (Write result type update, Edit, MultiEdit, "
-            "NotebookEdit); null when not recorded (a Write without result, a memory_saved path)"),
+            "NotebookEdit); for a memory_saved path, update when the stream shows an earlier applied write of that "
+            "path, else add (the first write this transcript shows); null when not recorded (a Write without result)"),
         col("target_path", STR, "path of the memory file written"),
         col("agent_type", STR, "agent type named by an agent-memory path (…/agent-memory/<agentType>/)"),
         col("cause_call_id", STR, "tool_use.id of the write (cause.callId); null for memory_saved"),
@@ -165,7 +166,7 @@ REQUEST_CONTEXTS = Table(
     "Request context (registry: each api-request record describes the request of the call whose "
     "message.id its requestRef maps to: base → prefixFrom.inferenceId, keep → prefixFrom.count, tail → "
     "entries as blobs holding the messages from api-request-blob, params → inference.params; the unit is "
-    "one message; requestDigest only when it is a SHA-256). No real sample exists: the fields read "
+    "one message; requestDigest only when it is a SHA-256 of the request bytes). No real sample exists: the fields read "
     "are id, requestRef, base, keep, tail, params, querySource, shapeHash and requestDigest.",
     (
         col("record_id", STR, "api-request record"),
@@ -185,8 +186,11 @@ REQUEST_CONTEXTS = Table(
         col("params", JSON, "request params (inference.params), verbatim", json=True),
         col("query_source", STR, "native querySource"),
         col("shape_hash", STR, "native shapeHash (the api-request-shape holding the system prompt and tools)"),
-        col("request_digest", STR, "requestDigest, lowercase hex, only when it is a SHA-256 (64 hex digits, "
-            "optionally prefixed sha256:); otherwise null and the value stays in native"),
+        col("request_digest", STR, "requestDigest: a SHA-256 of the request bytes, filled only when the capture "
+            "shows what was hashed. No Claude Code record does (the request bytes are not kept, and a 64-hex value "
+            "proves nothing), so it is null; the recorded value is request_digest_native"),
+        col("request_digest_native", STR, "requestDigest as recorded, unverified (vendor key "
+            "com.anthropic.claude-code/requestDigest)"),
         col("position", STR, "position of the record (records.position)"),
         col("recorded_at", TS, "timestamp of the record (UTC)"),
         col("native", JSON, "the api-request line, verbatim", json=True),

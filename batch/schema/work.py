@@ -26,6 +26,11 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
     "lineage_evidence": pa.schema(
         [pa.field(n, STR) for n in ("child_session_key", "relation", "parent_session_key", "call_id", "role", "source")]
     ),
+    # one row per count present in a form its column cannot hold: sql/number_faults.sql
+    "number_faults": pa.schema(
+        [pa.field("session_key", STR), pa.field("source_file", STR), pa.field("line", I64), pa.field("position", STR),
+         pa.field("field", STR), pa.field("native_value", STR)]
+    ),
     # losses found at the source (absent blobs, hash mismatches, ...), rows of the losses table
     "source_losses": LOSSES.schema,
 }

@@ -102,8 +102,8 @@ WORKSPACE_STATES = Table(
     (
         col("record_id", STR, "record holding the state; null for a sidecar row (the .meta.json is not a record)"),
         col("session_key", STR, "stream the state applies to"),
-        col("seq", I64, "seq of the record in its stream; null for a sidecar row, which describes the "
-            "whole stream"),
+        col("seq", I64, "seq of the record in its stream. A sidecar row has no transcript position: it is the "
+            "stream's snapshot tail (a current state), ordered after every record with seq = last record seq + 1"),
         col("source", STR, "record.cwd (the envelope cwd of a record), environment.snapshot, "
             "environment.changes (environment attachment), worktree-state, relocated, or sidecar.worktreePath"),
         col("cwd", STR, "working directory: record cwd, environment workingDirectory, or relocatedCwd; null "
@@ -128,16 +128,16 @@ CHECKPOINT_FILES = Table(
     "one row per (checkpoint record, tracked file); a snapshot tracking no file has one row with a "
     "null path",
     "File-history checkpoints (registry entry: file-history-snapshot -> checkpoint with kind snapshot "
-    "and files {path, version, blob}). A snapshot update repeats every file tracked so far. Newer "
-    "file-history-delta records (one backup added to a snapshot) are rows of the same checkpoint.",
+    "and files {path, version, blob}). A snapshot update repeats every file tracked so far. "
+    "file-history-delta lines, which the entry does not name, give no row: they are records of kind unknown.",
     (
-        col("record_id", STR, "the file-history-snapshot (or file-history-delta) record"),
+        col("record_id", STR, "the file-history-snapshot record"),
         col("session_key", STR, "stream of the record"),
         col("seq", I64, "seq of the record in its stream (records.seq)"),
         col("checkpoint_kind", STR, "checkpoint kind: snapshot (file-history backups for rewind)"),
-        col("native_type", STR, "file-history-snapshot or file-history-delta"),
-        col("message_id", STR, "uuid of the user prompt the checkpoint belongs to (snapshot.messageId, or "
-            "snapshotMessageId of a delta): a reference, not an ID"),
+        col("native_type", STR, "file-history-snapshot"),
+        col("message_id", STR, "uuid of the user prompt the checkpoint belongs to (snapshot.messageId): "
+            "a reference, not an ID"),
         col("message_record_id", STR, "record holding that uuid in the stream; null when not in the capture"),
         col("trigger_message_id", STR, "top-level messageId: equal to message_id for a new snapshot; for an "
             "update or a delta, the uuid of the (assistant) line whose edit added the backup"),

@@ -75,7 +75,8 @@ def classify(obs: pl.DataFrame) -> pl.DataFrame:
         )
         .when(t.is_in(SESSION_INFO_TYPES)).then(pl.lit("session_info"))
         .when(t.is_in(CONFIG_TYPES)).then(pl.lit("config_change"))
-        .when(t.is_in(["file-history-snapshot", "file-history-delta"])).then(pl.lit("checkpoint"))
+        # file-history-delta and bridge-session are not named by the registry entry: kind unknown
+        .when(t == "file-history-snapshot").then(pl.lit("checkpoint"))
         .when(t == "cost-state").then(pl.lit("usage_summary"))
         .when(t.is_in(REQUEST_CONTEXT_TYPES)).then(pl.lit("request_context"))
         .when(t == "queue-operation").then(pl.lit("queue_operation"))

@@ -1,5 +1,11 @@
 """Recover objects from lines that are not one JSON object, and describe the rest as rejects.
 
+Bytes after a file's last newline that do not parse are not committed (registry entry, Position
+basis: "a protocol commit boundary takes precedence over physical EOF; uncommitted bytes are not a
+gap"): they get the reason UNCOMMITTED, which the pipeline keeps in source_lines only, neither as
+a reject nor as a loss. A complete value after the last newline is committed (Entire writes every
+full.jsonl without a final newline).
+
 Only lines that failed the vectorized JSON check reach this module, so its per-line loop is
 off the hot path (real archives: a handful of lines per hundred thousand).
 """
@@ -12,6 +18,7 @@ import polars as pl
 
 OBJECT_SCHEMA = {"file_idx": pl.Int32, "line": pl.Int64, "sub": pl.Int64, "json": pl.String, "reason": pl.String}
 REJECT_SCHEMA = {"file_idx": pl.Int32, "line": pl.Int64, "reason": pl.String, "detail": pl.String}
+UNCOMMITTED = "uncommitted"
 
 _decoder = json.JSONDecoder()
 
@@ -43,10 +50,10 @@ def recover(bad: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             parts = split_objects(text)
         except ValueError as exc:
             reason = "invalid_json"
-            if not row["has_newline"]:
-                reason = "truncated_last_line"
-            elif _is_non_object(text):
+            if _is_non_object(text):
                 reason = "not_an_object"
+            elif not row["has_newline"]:
+                reason = UNCOMMITTED
             rejects.append((row["file_idx"], row["line"], reason, str(exc)[:200]))
             continue
         if len(parts) < 2:

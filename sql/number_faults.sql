@@ -1,0 +1,73 @@
+-- number_faults: one row per count that is present but is no integer fitting its column (a float, a
+-- string, a boolean, or an integer beyond 64 bits). Its column is null (not reported), the line keeps
+-- the value verbatim, and losses.sql declares it (category number_not_mapped), naming field and position.
+-- Counts read: message.usage (observations.sql lists those faults), compaction metadata, a stop hook
+-- summary's hookCount and hookInfos[k].durationMs, hook attachments' exitCode, durationMs and
+-- timeoutMs, and a tool result's
+-- exitCode, task.exitCode and afkTimeoutMs; each SQL file reading one takes JSON integers only.
+-- Work table: written per batch, read by losses.sql over all batches.
+with usage_faults as (
+    select session_key, source_file, line, position, unnest(number_faults) as fault
+    from classified
+    where len(number_faults) > 0
+),
+
+-- the other counts, by the kind of line that holds them
+count_fields as (
+    select
+        session_key,
+        source_file,
+        line,
+        position,
+        json,
+        case
+            when native_type = 'system' and native_subtype = 'compact_boundary'
+                then ['compactMetadata.preTokens', 'compactMetadata.postTokens', 'compactMetadata.durationMs']
+            when native_type = 'system' and native_subtype = 'microcompact_boundary'
+                then ['microcompactMetadata.tokensSaved']
+            when native_type = 'system' and native_subtype = 'stop_hook_summary' then ['hookCount']
+            when native_type = 'attachment'
+                then ['attachment.exitCode', 'attachment.durationMs', 'attachment.timeoutMs']
+            else ['toolUseResult.exitCode', 'toolUseResult.task.exitCode', 'toolUseResult.afkTimeoutMs']
+        end as fields,
+    from classified
+    where (native_type = 'system' and native_subtype in ('compact_boundary', 'microcompact_boundary', 'stop_hook_summary'))
+        or (native_type = 'attachment' and (starts_with(native_subtype, 'hook_') or native_subtype = 'async_hook_response'))
+        or (native_type = 'user' and regexp_matches(tool_use_result, '"(exitCode|afkTimeoutMs)"'))
+),
+
+count_values as (
+    select session_key, source_file, line, position, field, json_extract(json, '$.' || field) as v,
+    from count_fields, unnest(fields) as u(field)
+
+    union all
+
+    -- one duration per hookInfos entry of a stop hook summary
+    select
+        session_key, source_file, line, position,
+        'hookInfos[' || (k - 1) || '].durationMs' as field,
+        json_extract(json, '$.hookInfos[' || (k - 1) || '].durationMs') as v,
+    from count_fields, unnest(range(1, coalesce(json_array_length(json, '$.hookInfos'), 0)::bigint + 1)) as u(k)
+    where contains(json, '"stop_hook_summary"')
+),
+
+final as (
+    select
+        session_key,
+        source_file,
+        line,
+        position,
+        split_part(fault, '=', 1) as field,
+        substr(fault, strpos(fault, '=') + 1) as native_value,
+    from usage_faults
+
+    union all
+
+    select session_key, source_file, line, position, field, v::varchar as native_value,
+    from count_values
+    where json_type(v) <> 'NULL'
+        and (json_type(v) not in ('BIGINT', 'UBIGINT') or try_cast(v::varchar as bigint) is null)
+)
+
+select * from final
+order by session_key, source_file, line, field
