@@ -191,8 +191,10 @@ def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inp
     unique = {_git_folder(p): p for p in reversed(repos)}
     imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
     for imp in imports:
-        if imp.root not in found.roots:
-            found.roots.append(imp.root)
+        # what is read of a repository is its Git folder: an output in its working tree is fine
+        git_folder = _git_folder(imp.root)
+        if git_folder not in found.roots:
+            found.roots.append(git_folder)
     all_units = units(found.files) + [u for imp in imports for u in imp.units]
     return _Inputs(found, all_units, imports)
 

@@ -406,3 +406,12 @@ def test_an_internal_error_says_so_saves_the_traceback_and_exits_2(src, out, cap
     assert not out.exists() and run_folders(out) == []
     with pytest.raises(ZeroDivisionError):
         main(["--debug", "convert", str(src), "--out", str(out), "-q"])
+
+
+def test_an_output_may_sit_in_a_repositorys_working_tree_but_not_in_its_git_folder(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with pytest.raises(SourceError, match="no Entire checkpoints found"):  # not refused as an overlap
+        batch.convert([repo], repo / "asr-out")
+    with pytest.raises(OutputError, match="is inside the input"):
+        batch.convert([repo], repo / ".git" / "asr-out")
