@@ -43,9 +43,10 @@ truncated_outputs as (
 ),
 
 summaries as (
-    select session_key, count(*) as n
+    select session_key, scope, count(*) as n
     from usage_summaries
-    group by session_key
+    where session_key is not null
+    group by session_key, scope
 ),
 
 -- subagents a parent's tool result names (agentId) with no stream at all: no transcript, no progress copy
@@ -169,9 +170,14 @@ final as (
     select
         session_key,
         'accounting_join',
-        'cost-state totals (usage_summaries) are not joined to the inferences they count: the transcript does '
-            || 'not say which responses (or whether subagents) a total includes, so they are kept beside '
-            || 'inferences and not reconciled with them',
+        case scope
+            when 'checkpoint' then 'Entire checkpoint token_usage totals (usage_summaries) are not joined to the '
+                || 'inferences they count: the metadata does not say which responses a total includes, so they '
+                || 'are kept beside inferences and not reconciled with them'
+            else 'cost-state totals (usage_summaries) are not joined to the inferences they count: the transcript '
+                || 'does not say which responses (or whether subagents) a total includes, so they are kept beside '
+                || 'inferences and not reconciled with them'
+        end,
         n,
     from summaries
 
