@@ -144,16 +144,16 @@ final as (
         case when json_type(metadata->'$.postTokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.postTokens')::varchar as bigint) end as post_tokens,
         case compaction_kind
             when 'micro' then case when json_type(metadata->'$.tokensSaved') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.tokensSaved')::varchar as bigint) end
-            when 'prune' then try_cast(metadata->'$.cleared_input_tokens' as bigint)
+            when 'prune' then case when json_type(metadata->'$.cleared_input_tokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_input_tokens')::varchar as bigint) end
         end as tokens_saved,
         case when compaction_kind = 'full' then case when json_type(metadata->'$.durationMs') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.durationMs')::varchar as bigint) end end as duration_ms,
         case compaction_kind
             when 'micro' then case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'
                 then json_array_length(metadata->'$.compactedToolIds')::bigint end
-            when 'prune' then try_cast(metadata->'$.cleared_tool_uses' as bigint)
+            when 'prune' then case when json_type(metadata->'$.cleared_tool_uses') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_tool_uses')::varchar as bigint) end
         end as cleared_tool_uses,
         case when compaction_kind = 'prune'
-            then try_cast(metadata->'$.cleared_thinking_turns' as bigint) end as cleared_thinking_turns,
+            then case when json_type(metadata->'$.cleared_thinking_turns') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_thinking_turns')::varchar as bigint) end end as cleared_thinking_turns,
         summary,
         summary_uuid,
         case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'

@@ -3,8 +3,10 @@
 -- the value verbatim, and losses.sql declares it (category number_not_mapped), naming field and position.
 -- Counts read: message.usage (observations.sql lists those faults), compaction metadata, a stop hook
 -- summary's hookCount and hookInfos[k].durationMs, hook attachments' exitCode, durationMs and
--- timeoutMs, and a tool result's
--- exitCode, task.exitCode and afkTimeoutMs; each SQL file reading one takes JSON integers only.
+-- timeoutMs, a tool result's exitCode, task.exitCode and afkTimeoutMs, an api-request's keep, the
+-- cleared_* counts of a response's context_management.applied_edits, a cost-state's
+-- modelUsage.<model> token counts and a file-history-snapshot's trackedFileBackups.<path>.version;
+-- each SQL file reading one takes JSON integers only.
 -- Work table: written per batch, read by losses.sql over all batches.
 with usage_faults as (
     select session_key, source_file, line, position, unnest(number_faults) as fault
@@ -26,6 +28,7 @@ count_fields as (
             when native_type = 'system' and native_subtype = 'microcompact_boundary'
                 then ['microcompactMetadata.tokensSaved']
             when native_type = 'system' and native_subtype = 'stop_hook_summary' then ['hookCount']
+            when native_type = 'api-request' then ['keep']
             when native_type = 'attachment'
                 then ['attachment.exitCode', 'attachment.durationMs', 'attachment.timeoutMs']
             else ['toolUseResult.exitCode', 'toolUseResult.task.exitCode', 'toolUseResult.afkTimeoutMs']
@@ -34,6 +37,48 @@ count_fields as (
     where (native_type = 'system' and native_subtype in ('compact_boundary', 'microcompact_boundary', 'stop_hook_summary'))
         or (native_type = 'attachment' and (starts_with(native_subtype, 'hook_') or native_subtype = 'async_hook_response'))
         or (native_type = 'user' and regexp_matches(tool_use_result, '"(exitCode|afkTimeoutMs)"'))
+        or native_type = 'api-request'
+),
+
+-- counts under keys the line names itself (a model, a file path): read by JSON pointer, the key escaped
+keyed_counts as (
+    select
+        session_key,
+        source_file,
+        line,
+        position,
+        json,
+        if(native_type = 'cost-state', 'modelUsage', 'snapshot/trackedFileBackups') as base,
+        if(
+            native_type = 'cost-state',
+            ['inputTokens', 'outputTokens', 'cacheReadInputTokens', 'cacheCreationInputTokens', 'thinkingTokens',
+             'webSearchRequests'],
+            ['version']
+        ) as leaves,
+    from classified
+    where native_type in ('cost-state', 'file-history-snapshot')
+),
+
+keyed_values as (
+    select
+        session_key, source_file, line, position,
+        replace(base, '/', '.') || '.' || key || '.' || leaf as field,
+        json_extract(json, '/' || base || '/' || replace(replace(key, '~', '~0'), '/', '~1') || '/' || leaf) as v,
+    from keyed_counts,
+        unnest(coalesce(json_keys(json, '/' || base), [])) as k(key),
+        unnest(leaves) as l(leaf)
+),
+
+-- the cleared_* counts of each context_management.applied_edits entry of a response
+edit_values as (
+    select
+        session_key, source_file, line, position,
+        'message.context_management.applied_edits[' || (k - 1) || '].' || leaf as field,
+        json_extract(json, '$.message.context_management.applied_edits[' || (k - 1) || '].' || leaf) as v,
+    from classified,
+        unnest(range(1, coalesce(json_array_length(json, '$.message.context_management.applied_edits'), 0)::bigint + 1)) as u(k),
+        unnest(['cleared_input_tokens', 'cleared_tool_uses', 'cleared_thinking_turns']) as l(leaf)
+    where native_type = 'assistant' and contains(json, '"applied_edits"')
 ),
 
 count_values as (
@@ -64,7 +109,13 @@ final as (
     union all
 
     select session_key, source_file, line, position, field, v::varchar as native_value,
-    from count_values
+    from (
+        select * from count_values
+        union all
+        select * from keyed_values
+        union all
+        select * from edit_values
+    )
     where json_type(v) <> 'NULL'
         and (json_type(v) not in ('BIGINT', 'UBIGINT') or try_cast(v::varchar as bigint) is null)
 )

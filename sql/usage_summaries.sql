@@ -25,12 +25,12 @@ model_totals as (
     select
         record_id,
         list(model order by model_index) as models,
-        sum(try_cast(model_usage ->> 'inputTokens' as bigint)) as input_uncached_tokens,
-        sum(try_cast(model_usage ->> 'outputTokens' as bigint)) as output_total_tokens,
-        sum(try_cast(model_usage ->> 'cacheReadInputTokens' as bigint)) as cache_read_tokens,
-        sum(try_cast(model_usage ->> 'cacheCreationInputTokens' as bigint)) as cache_write_tokens,
-        sum(try_cast(model_usage ->> 'thinkingTokens' as bigint)) as thinking_tokens,
-        sum(try_cast(model_usage ->> 'webSearchRequests' as bigint)) as web_search_requests,
+        sum(case when json_type(model_usage -> '$.inputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.inputTokens')::varchar as bigint) end) as input_uncached_tokens,
+        sum(case when json_type(model_usage -> '$.outputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.outputTokens')::varchar as bigint) end) as output_total_tokens,
+        sum(case when json_type(model_usage -> '$.cacheReadInputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.cacheReadInputTokens')::varchar as bigint) end) as cache_read_tokens,
+        sum(case when json_type(model_usage -> '$.cacheCreationInputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.cacheCreationInputTokens')::varchar as bigint) end) as cache_write_tokens,
+        sum(case when json_type(model_usage -> '$.thinkingTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.thinkingTokens')::varchar as bigint) end) as thinking_tokens,
+        sum(case when json_type(model_usage -> '$.webSearchRequests') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.webSearchRequests')::varchar as bigint) end) as web_search_requests,
     from models
     group by record_id
 ),

@@ -246,3 +246,48 @@ def test_other_counts_that_fit_no_column_are_declared_too(src: Path, out: Path):
         f'hookInfos[1].durationMs="slow" at {where} line:5',
     ):
         assert fragment in loss["detail"], (fragment, loss["detail"])
+
+
+def test_counts_under_keyed_and_listed_fields_take_json_integers_only(src, out):
+    """cost-state modelUsage, file-history-snapshot versions, api-request keep and applied_edits counts:
+    a float, a string or an overflowing number is null and named in the number_not_mapped loss."""
+    cost = envelope(
+        "cost-state", uid(3), uid(2), "2026-09-16T08:00:03.000Z", totalCostUSD=0.5,
+        modelUsage={"claude-opus-4-7": {"inputTokens": 10, "outputTokens": 2.5},
+                    "a/b~c": {"inputTokens": 10**30, "outputTokens": 7}},
+    )
+    snapshot = {
+        "type": "file-history-snapshot", "messageId": uid(1), "isSnapshotUpdate": False,
+        "snapshot": {"messageId": uid(1), "timestamp": "2026-09-16T08:00:04.000Z", "trackedFileBackups": {
+            "src/app.py": {"backupFileName": "abc@v2", "version": "2", "backupTime": "2026-09-16T08:00:04.000Z"},
+            "src/ok.py": {"backupFileName": "def@v3", "version": 3, "backupTime": "2026-09-16T08:00:04.000Z"},
+        }},
+    }
+    pruned = assistant(uid(5), uid(3), "msg_01B", [TEXT], stop="end_turn")
+    pruned["message"]["context_management"] = {"applied_edits": [
+        {"type": "clear_tool_uses_20250919", "cleared_input_tokens": 1.5, "cleared_tool_uses": 3},
+    ]}
+    write_jsonl(src / f"{SID}.jsonl", [
+        user(uid(1), None, "hello"),
+        assistant(uid(2), uid(1), "msg_01A", [TEXT], stop="end_turn"),
+        cost,
+        snapshot,
+        pruned,
+    ])
+    t = run(src, out)
+    summary = rows(t["usage_summaries"], session_key=SID)[0]
+    assert (summary["input_uncached_tokens"], summary["output_total_tokens"]) == (10, 7)
+    versions = {r["path"]: r["version"] for r in rows(t["checkpoint_files"], session_key=SID)}
+    assert versions == {"src/app.py": None, "src/ok.py": 3}
+    prune = rows(t["compactions"], session_key=SID, compaction_kind="prune")[0]
+    assert (prune["tokens_saved"], prune["cleared_tool_uses"]) == (None, 3)
+    loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
+    assert loss["count"] == 4
+    where = f"-home-user-project/{SID}.jsonl"
+    for fragment in (
+        f"modelUsage.claude-opus-4-7.outputTokens=2.5 at {where} line:3",
+        f"modelUsage.a/b~c.inputTokens={10**30} at {where} line:3",
+        f'snapshot.trackedFileBackups.src/app.py.version="2" at {where} line:4',
+        f"message.context_management.applied_edits[0].cleared_input_tokens=1.5 at {where} line:5",
+    ):
+        assert fragment in loss["detail"], (fragment, loss["detail"])
