@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -247,6 +248,8 @@ def _entire_summary(entire: dict) -> str:
 # typer vendors click; its UsageError (bad option, missing argument) is BadParameter's base.
 _UsageError = typer.BadParameter.__mro__[1]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# write failures a user can fix: a full disk, a quota, a read-only file system
+_FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -276,6 +279,14 @@ def main(argv: list[str] | None = None) -> None:
             _stopped(caught["signum"])
         if _options["debug"]:
             raise
+        if isinstance(exc, OSError) and exc.errno in _FULL_OR_READ_ONLY:
+            where = f" ({exc.filename})" if exc.filename else ""
+            typer.echo(
+                f"Error: cannot write{where}: {exc.strerror}. Free some space or pass another --out; "
+                "the previous output, if any, is unchanged.",
+                err=True,
+            )
+            raise SystemExit(1) from None
         saved = _save_traceback(exc)
         first = " ".join(str(exc).split())[:300]
         typer.echo(

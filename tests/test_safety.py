@@ -415,3 +415,26 @@ def test_an_output_may_sit_in_a_repositorys_working_tree_but_not_in_its_git_fold
         batch.convert([repo], repo / "asr-out")
     with pytest.raises(OutputError, match="is inside the input"):
         batch.convert([repo], repo / ".git" / "asr-out")
+
+
+def test_a_full_disk_is_one_error_line_and_leaves_the_previous_output(src, out, capsys, monkeypatch):
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from batch.cli import main
+
+    two_sessions(src)
+    batch.convert([src], out)
+    before = tree(out)
+
+    def full(table, where, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(where))
+
+    monkeypatch.setattr(pq, "write_table", full)
+    with pytest.raises(SystemExit) as exc:
+        main(["convert", str(src), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 1
+    assert len(err.splitlines()) == 1 and err.startswith("Error: cannot write (") and "No space left on device" in err
+    assert tree(out) == before and run_folders(out) == []
