@@ -30,8 +30,9 @@ from batch.write import Output, fault
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
 FORMATS = {claude_code.FORMAT: claude_code.convert}
-WORK_TABLES = ("inference_candidates", "session_streams", "lineage_evidence", "number_faults")
 SOURCE_LOSSES = "source_losses"
+# What the final stage reports in the manifest besides its tables (sql/<name>.sql).
+MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 SOURCE_TABLES = entire_checkpoint.RUN_TABLES
 
@@ -378,25 +379,26 @@ def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], i
 def _finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]]
 ) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
-    for name in WORK_TABLES:
-        if output.has(name, work=True):
-            con.read_parquet(output.glob(name, work=True)).create_view(name)
-        else:  # no batch held a stream of this kind
-            con.register(name, WORK_SCHEMAS[name].empty_table())
-    for name in (
-        "records", "parts", "tool_calls", "source_lines", "rejects", "session_events", "compactions", "request_contexts",
-        "background_tasks", "usage_summaries",
-    ):
-        if output.has(name):
-            con.read_parquet(output.glob(name)).create_view(name)
-        else:
-            con.register(name, TABLES_BY_NAME[name].schema.empty_table())
+    # The final stage reads the batches' parts of the output and work tables (as views of their
+    # Parquet files) and builds the final tables from them, in the order of the files' headers.
+    sql_files = set(sql.names())
+    targets = [t.name for t in TABLES if t.stage == "final" and t.name in sql_files] + list(MANIFEST_RELATIONS)
+    batch_tables = {t.name: t.schema for t in TABLES if t.stage == "batch"}
+    given = {**batch_tables, **{n: s for n, s in WORK_SCHEMAS.items() if n != SOURCE_LOSSES}}
+    steps = sql.order(targets, given=given)
+    for name in sorted({dep for step in steps for dep in sql.reads(step)} & set(given)):
+        work = name not in batch_tables
+        if output.has(name, work=work):
+            con.read_parquet(output.glob(name, work=work)).create_view(name)
+        else:  # no batch held a row of it
+            con.register(name, given[name].empty_table())
     has_source_losses = output.has(SOURCE_LOSSES, work=True)
     source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
-    counts = {}
-    # in dependency order: each reads the ones before it
-    for name in ("inference_observations", "inferences", "lineage", "sessions", "losses"):
+    counts, built = {}, {}
+    for name in steps:
         sql.materialize(con, name)
+        if name in MANIFEST_RELATIONS:
+            continue
         frame = con.table(name).pl()
         if name == "losses":
             # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
@@ -406,10 +408,11 @@ def _finalize(
                 frame = pl.from_arrow(_cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
                     "session_key", "category", "detail", nulls_last=False, maintain_order=True
                 )
+        built[name] = frame
         counts[name] = output.write(TABLES_BY_NAME[name], frame)
     # losses found at the source, by category (the Entire summary line)
     entire_losses = dict(sorted(
-        frame.filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
+        built["losses"].filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
     ))
     for table in SOURCE_TABLES:
         if run_frames.get(table.name):
@@ -422,7 +425,7 @@ def _finalize(
             "references": {"leafUuid": leaf},
             "source": {"path": path, "position": position},
         }
-        for kind, field, value, leaf, path, position in sql.relation(con, "unassigned_facts").fetchall()
+        for kind, field, value, leaf, path, position in con.table("unassigned_facts").fetchall()
     ]
     absent = [
         {
@@ -433,7 +436,7 @@ def _finalize(
             "status": "absent",
             "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
         }
-        for kind, name, session_key, path, position in sql.relation(con, "absent_files").fetchall()
+        for kind, name, session_key, path, position in con.table("absent_files").fetchall()
     ]
     return counts, unassigned, absent, entire_losses
 

@@ -1,11 +1,15 @@
 """Load SQL files by name and run them on a DuckDB connection.
 
 Each file in sql/ defines one relation and ends in `select * from final`; a failure names the file.
+Its header names the relations it reads (`-- reads: a, b`): other files of sql/, or frames a step
+registers on the connection (`register`). `order` derives the order of the files from those headers.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -33,6 +37,67 @@ def load(name: str) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SqlError(f"sql/{name}.sql cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
+
+
+_READS = re.compile(r"^--\s*reads:[ \t]*(.*)$", re.MULTILINE)
+
+
+def names() -> list[str]:
+    """Return the relation names of sql/ (its files, not sql/views/)."""
+    return sorted(p.stem for p in sql_dir().glob("*.sql"))
+
+
+@cache
+def reads(name: str) -> tuple[str, ...]:
+    """Return the relations sql/<name>.sql declares in its `-- reads:` header."""
+    match = _READS.search(load(name))
+    if match is None:
+        raise SqlError(f"sql/{name}.sql has no `-- reads:` header; name the relations it reads in it.")
+    return tuple(r.strip() for r in match.group(1).split(",") if r.strip())
+
+
+def topological(
+    targets: Iterable[str], reads: Mapping[str, Iterable[str]], *, given: Iterable[str] = (), where: str = "sql"
+) -> list[str]:
+    """Return the relations of `reads` that `targets` need, each after the relations it reads.
+
+    `reads` maps each relation that can be built to the names it reads; a name in `given` is
+    already there. A name that is neither, and a relation that reads itself through others, are
+    errors naming the file (`<where>/<name>.sql`). Ties keep the order of `targets`, then of the reads.
+    """
+    given = set(given)
+    ordered: dict[str, None] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered or name in given:
+            return
+        if name in path:
+            cycle = " -> ".join((*path[path.index(name):], name))
+            raise SqlError(f"{where}/{name}.sql reads itself through {cycle}; break the cycle in their `-- reads:` headers.")
+        if name not in reads:
+            reader = f"{where}/{path[-1]}.sql reads" if path else "the pipeline asks for"
+            raise SqlError(f"{reader} `{name}`, which is neither a file of {where}/ nor registered before it runs.")
+        for dep in reads[name]:
+            visit(dep, (*path, name))
+        ordered[name] = None
+
+    for target in targets:
+        visit(target, ())
+    return list(ordered)
+
+
+def order(targets: Iterable[str], *, given: Iterable[str]) -> list[str]:
+    """Return the sql/ files to run, in an order where each follows what it reads, to build `targets`
+    from the relations in `given` (frames registered, tables already built)."""
+    return topological(targets, {name: reads(name) for name in names()}, given=given)
+
+
+def defined(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Return the names readable on `con`: registered frames, temporary tables and views."""
+    rows = con.sql(
+        "select table_name from duckdb_tables() union all select view_name from duckdb_views() where not internal"
+    ).fetchall()
+    return {name for (name,) in rows}
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:

@@ -5,6 +5,7 @@
 -- record of a deletion: an absent file may have been removed by the cleanup, by hand, or never
 -- copied. So a row says the file is absent and names deleted_by_retention as one possible cause;
 -- it never claims it (see docs/asr-tables.md, Manifest).
+-- reads: lineage_evidence, parts, records, sessions
 with records as (
     select record_id, session_key, source_file, position from records
 ),

@@ -8,6 +8,7 @@
 -- evidence too. The latest evidence in file order sets the status.
 -- Rows first, then JSON: plain substring tests (supersets of the JSON conditions below) pick the
 -- few calls and records that can be evidence, and only those are parsed.
+-- reads: batch_parts, batch_tool_calls, records_full
 with waiting_progress as (
     select session_key, record_id, parent_tool_use_id, native,
     from records_full

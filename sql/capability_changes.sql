@@ -4,6 +4,7 @@
 -- config_change.capability with op: fail or needs_auth. Repeated metadata: a repeated identical
 -- value is not a change, so a server listed with the same op by the stream's previous delta that
 -- carries server lists gets no row (an absent list counts as empty).
+-- reads: records_full
 with deltas as (
     select
         record_id,

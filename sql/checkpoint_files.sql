@@ -5,6 +5,7 @@
 -- reference, not an ID: it can collide after resume); the top-level messageId of an update is
 -- the line whose edit added a backup. file-history-delta lines are not named by the entry: they stay
 -- records of kind unknown with their JSON, and give no row here (docs/asr-tables.md).
+-- reads: classified, observation_index, records_full
 with records as (
     select record_id, session_key, seq, native_type, native
     from records_full

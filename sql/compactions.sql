@@ -10,6 +10,7 @@
 -- rows first, then JSON: the live lines read below are a boundary, a compact summary, or a
 -- response whose line names applied_edits (the client writes keys unescaped, so such a line
 -- contains the key verbatim); only those few are decoded
+-- reads: classified, observation_index, records_full
 with live as (
     select
         i.record_id, i.ord, c.native_type, c.native_subtype, c.uuid, c.logical_parent_uuid, c.timestamp,

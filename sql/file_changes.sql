@@ -8,6 +8,7 @@
 -- change by the model (tool kind edit), also when its result line keeps no toolUseResult.
 -- rows first, then JSON: only completed edit calls are decoded, and their result (which
 -- carries the whole file text) is parsed once for the fields read below
+-- reads: batch_tool_calls, records_full, result_calls
 with completed_edits as (
     select
         session_key, call_id, tool_name, requested_by, result_record_id, input, result_native,

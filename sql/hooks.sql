@@ -6,6 +6,7 @@
 -- (2.1.17-2.1.42, a hook that started) and subtype-less system lines carrying hook text
 -- (1.0.43-1.0.56: "Running <name>...", "<name> [<command>] completed successfully: <stdout>").
 -- hook_additional_context is a message (author hook), not a row here.
+-- reads: batch_tool_calls, records_full
 with hook_records as (
     select * from records_full where kind = 'hook'
 ),

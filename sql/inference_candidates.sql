@@ -2,6 +2,7 @@
 -- response in one stream. Synthetic API-error lines are not inferences. Usage never comes from
 -- toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present;
 -- a stream rebuilt from those copies says so in usage_source.
+-- reads: records_full
 with responses as (
     select * from records_full where inference_id is not null
 ),

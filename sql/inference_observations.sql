@@ -3,6 +3,7 @@
 -- Selection policy: an observation with a stop reason first (its usage is final), then the
 -- largest output count (the most advanced streaming snapshot), then session_key and position
 -- (deterministic). The other observations stay as native evidence.
+-- reads: inference_candidates
 with candidates as (
     select * from inference_candidates
 ),

@@ -1,4 +1,5 @@
 -- inferences: one row per inference_id in the whole output: the selected observation.
+-- reads: inference_observations, request_contexts
 with observations as (
     select * from inference_observations
 ),

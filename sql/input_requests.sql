@@ -4,6 +4,7 @@
 -- by question text, several choices joined by commas) → answers with selected when the text equals
 -- an option label and text otherwise; the free-text response → response; a result resolved by
 -- afkTimeoutMs → status: timed_out.
+-- reads: batch_parts, batch_tool_calls
 with tool_calls as (
     select * from batch_tool_calls
 ),

@@ -3,6 +3,7 @@
 -- Registry entry, Memory: instruction files in the instructions attachment map by type: User → user,
 -- Project → project, Local → local, Managed → managed, AutoMem → memory. Configuration:
 -- deferred_tools_delta → instructions with kind: tool_definitions and removed.
+-- reads: records_full
 with attachments as (
     select
         record_id,

@@ -1,5 +1,6 @@
 -- line_checks: one row per non-blank physical line of the batch.
 -- Says whether the line is one JSON object; the others go to recovery or rejects.
+-- reads: batch_lines
 with lines as (
     select file_idx, line, text from batch_lines
 ),

@@ -8,6 +8,7 @@
 -- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId.
+-- reads: lineage_evidence, session_streams, tool_calls
 with evidence as (
     select * from lineage_evidence
 ),

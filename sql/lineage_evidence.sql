@@ -4,6 +4,7 @@
 -- agentId, the parent's Task call whose input.prompt equals the sidechain's first text.
 -- Also forks: forkedFrom on copied records and fork-context-ref lines. Resolved across
 -- batches by lineage.sql.
+-- reads: batch_files, batch_parts, classified, observation_index, records_full
 with files as (
     select * from batch_files where not is_foreign
 ),

@@ -1,4 +1,5 @@
 -- losses: one row per (stream, loss category) that applies (ASR-157).
+-- reads: background_tasks, compactions, inferences, lineage, lineage_evidence, number_faults, parts, rejects, sessions, source_lines, tool_calls, usage_summaries
 with streams as (
     select session_key, stream_kind from sessions
 ),

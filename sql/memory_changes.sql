@@ -8,6 +8,7 @@
 -- A memory_saved path is an update when the stream shows an earlier applied write of that path (a
 -- file tool call or an earlier memory_saved), else an add: the first write this transcript shows
 -- (a file written in an earlier session reads as add; the transcript cannot tell).
+-- reads: batch_parts, batch_tool_calls, records_full
 with records as (
     select record_id, position, timestamp, seq from records_full
 ),

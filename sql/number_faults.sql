@@ -8,6 +8,7 @@
 -- modelUsage.<model> token counts and a file-history-snapshot's trackedFileBackups.<path>.version;
 -- each SQL file reading one takes JSON integers only.
 -- Work table: written per batch, read by losses.sql over all batches.
+-- reads: classified
 with usage_faults as (
     select session_key, source_file, line, position, unnest(number_faults) as fault
     from classified

@@ -7,6 +7,7 @@
 -- Repeated metadata (ai-title, last-prompt, mode, permission-mode, ...) is re-written at each
 -- turn or exit: a line repeating the previous value of its type is not a change, so it folds
 -- into the record of the line that set the value (registry entry, Repeated metadata).
+-- reads: classified
 with narrow as (
     select
         obs_idx, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,

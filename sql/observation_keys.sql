@@ -1,5 +1,6 @@
 -- observation_keys: one row per observation, all its decoded fields with its keys and status
 -- (a view: the index is narrow, the JSON text is read from `classified` where it is needed).
+-- reads: classified, observation_index
 with observations as (
     select * from classified
 ),

@@ -7,6 +7,7 @@
 -- a cast would round 1.5 to 2, read "12" or true as a number, and make 1e30 null silently. A count
 -- present in any other form is null here and listed in number_faults ("<field>=<JSON>"), which
 -- number_faults.sql turns into a declared loss naming field and position.
+-- reads: batch_files, batch_objects
 with objects as (
     select * from batch_objects
 ),

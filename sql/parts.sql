@@ -4,6 +4,7 @@
 -- com.anthropic.claude-code/attachment/<type>; its rendered text stays in display_content, and
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
+-- reads: batch_tool_result_files, observation_keys
 with live as (
     select record_id, session_key, ord, line, native_type, native_subtype, content, content_type, top_content, json,
     from observation_keys

@@ -2,6 +2,7 @@
 -- TaskList, TaskGet), with its records, its tool_use block and the owner of its stream.
 -- Shared by plans.sql and plan_items.sql.
 -- The plan tool calls first, so only their blocks, records and owners are joined.
+-- reads: batch_parts, batch_tool_calls, record_owners, records_full
 with tool_calls_ as (
     select * from batch_tool_calls
     where tool_name in ('ExitPlanMode', 'TodoWrite', 'TaskCreate', 'TaskUpdate', 'TaskList', 'TaskGet')

@@ -2,6 +2,7 @@
 -- Registry entry, Plans: TodoWrite → planType: items; Task tools → planType: items with entryId,
 -- owner and blockedBy. The plan rows are derived as in sql/plans.sql (same sources, same todo
 -- snapshot rule); TaskCreate and TaskUpdate touch one entry and state only the fields they set.
+-- reads: plan_calls, record_owners, records_full, todo_snapshots
 with owners as (
     select * from record_owners
 ),

@@ -5,6 +5,7 @@
 -- with entryId, owner and blockedBy. The items themselves are built by sql/plan_items.sql from the
 -- same calls (sql/plan_calls.sql), todos snapshots (sql/todo_snapshots.sql) and stream owners
 -- (sql/record_owners.sql).
+-- reads: plan_calls, record_owners, records_full, todo_snapshots
 with owners as (
     select * from record_owners
 ),

@@ -2,6 +2,7 @@
 -- (data.message) whose subagent transcript file is absent from the batch. These copies rebuild
 -- the subagent stream (Entire's full.jsonl and older archives keep no subagent files); where the
 -- file is present they stay native evidence on the progress records instead.
+-- reads: batch_files, observations
 with obs as (
     select * from observations
 ),

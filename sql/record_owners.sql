@@ -1,6 +1,7 @@
 -- record_owners: one row per record, with the stream identity that names Claude Code's todo
 -- files and task lists (the native sessionId, and the agentId or inline sidechain of the stream).
 -- Shared by plans.sql and plan_items.sql.
+-- reads: records_full
 with records as (
     select * from records_full
 ),

@@ -10,6 +10,7 @@
 -- (blob hashes, or {hash} objects), params, querySource, shapeHash and requestDigest.
 -- the request lines, their blobs and the responses they may name; the JSON text is kept
 -- for the request and blob lines only
+-- reads: records_full
 with records as (
     select
         record_id, session_key, seq, position, timestamp, native_type, native_session_id, request_id, message_id,

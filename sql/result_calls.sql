@@ -1,5 +1,6 @@
 -- result_calls: one row per record holding a tool result, with the call_id of its first
 -- tool_result block (the call the result answers). Shared by file_changes.sql and vcs_events.sql.
+-- reads: batch_parts
 with results as (
     select record_id, call_id, part_index
     from batch_parts

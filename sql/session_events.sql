@@ -4,6 +4,7 @@
 -- permission-mode lines and the permissionMode of prompts form one sequence. A last-prompt value is its
 -- text and its leafUuid (the active leaf): 2.1.199 writes the leaf alone, so a new leaf is a change.
 -- rows first: the metadata lines and the prompts carrying a permissionMode
+-- reads: classified, observation_index, records_full
 with records as (
     select record_id, session_key, seq, native_type, native, permission_mode
     from records_full

@@ -1,6 +1,7 @@
 -- session_streams: one row per stream of the batch, before cross-batch lineage.
 -- Titles: the latest custom-title beats the latest ai-title beats the newest summary whose
 -- leafUuid is in the stream (summaries can name other sessions' leaves).
+-- reads: batch_files, batch_lines, batch_source_lines, classified, observation_index, records_full
 
 -- the key columns of the batch's observations (observation_keys.sql, narrowed to the columns
 -- read here), joined once and shared by the file, sidechain, leaf and first-seen facts below

@@ -1,4 +1,5 @@
 -- sessions: one row per stream, with its parent stream resolved across batches.
+-- reads: background_tasks, lineage, session_streams
 with streams as (
     select * from session_streams
 ),

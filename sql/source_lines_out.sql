@@ -1,5 +1,6 @@
 -- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
 -- The line's JSON is kept here when records.native does not hold it verbatim.
+-- reads: batch_files, batch_lines, batch_rejects, observation_keys
 with lines as (
     select l.*, f.source_file, f.session_key, f.is_foreign
     from batch_lines as l

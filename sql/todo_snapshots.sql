@@ -2,6 +2,7 @@
 -- Shared by plans.sql and plan_items.sql, which apply the same todo snapshot rule.
 -- Materialized, so its conditions run in the written order before any join: the substring test
 -- on user lines only, the JSON on the lines it selects.
+-- reads: record_owners, records_full
 with user_lines_with_todos as materialized (
     select *
     from records_full

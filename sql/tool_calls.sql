@@ -2,6 +2,7 @@
 -- Model calls are tool_use blocks; a user's `!` shell command (<bash-input>, answered by a
 -- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
 -- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
+-- reads: batch_parts, records_full
 with parts_ as (
     select p.*, r.record_first_ord, r.position, r.timestamp, r.tool_use_result,
         r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,

@@ -3,6 +3,7 @@
 -- status and output of the call they belong to, waiting_for_task into the status of the task it
 -- waits on, query_update and search_results_received onto their web-search call. hook_progress
 -- (hooks) and agent_progress (lineage) are read elsewhere. Every line stays a records row.
+-- reads: batch_tool_calls, records_full
 with records as (
     select * from records_full
 ),

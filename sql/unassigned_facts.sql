@@ -3,6 +3,7 @@
 -- A summary line names the leaf it describes by leafUuid, and that leaf can belong to another
 -- session (claude-code-format.md 4.4): unless the leaf is in the same stream, the title is not
 -- this stream's. Its record stays in records (file accounting), but no title is derived from it.
+-- reads: records, session_events
 with summaries as (
     select * from records where native_type = 'summary'
 ),

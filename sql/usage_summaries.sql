@@ -3,6 +3,7 @@
 -- cumulative: true and includesChildren: null. Each cost-state line is a cumulative snapshot
 -- written when the process exits (or the session switches); the latest one of a stream holds the
 -- totals. Token totals are summed over modelUsage; a field no model reports stays null.
+-- reads: records_full
 with costs as (
     select record_id, session_key, seq, native
     from records_full

@@ -9,6 +9,7 @@
 -- may already fold several unchanged lines: records_full.observation_count).
 -- toolUseResult is re-serialized JSON, so a result with a gitOperation key contains the key's
 -- name verbatim: only those few records are decoded
+-- reads: batch_tool_calls, records_full, result_calls
 with git_records as (
     select record_id, session_key, seq, timestamp, tool_use_result -> '$.gitOperation' as git_operation,
     from records_full

@@ -10,6 +10,7 @@
 -- stream, with seq = the stream's last record seq + 1.
 -- the record columns read below; the JSON text is kept for the environment, worktree-state
 -- and relocated lines only (a cwd state reads its record's line by record_id)
+-- reads: batch_files, records_full
 with records as (
     select
         record_id, session_key, seq, timestamp, native_type, native_subtype, cwd, git_branch,

@@ -24,14 +24,9 @@ from batch.transforms.classify import classify
 from batch.transforms.recover import OBJECT_SCHEMA, UNCOMMITTED, recover
 
 FORMAT = "claude-code-jsonl"
-WORK_TABLES = tuple(n for n in WORK_SCHEMAS if n != "source_losses")
-CORE_BATCH_TABLES = {"records", "parts", "tool_calls", "source_lines", "rejects"}
-# Fact tables: each built per batch by sql/<name>.sql from records_full, observation_keys,
-# batch_parts, batch_tool_calls and batch_files.
-FACT_TABLES = tuple(t for t in TABLES if t.stage == "batch" and t.name not in CORE_BATCH_TABLES)
-# Relations several fact tables read (sql/<name>.sql), in dependency order. Each is computed once per
-# batch into a temporary table: as views, every reader planned and ran them again.
-SHARED_RELATIONS = ("record_owners", "plan_calls", "todo_snapshots", "result_calls")
+# The batch's output and work tables; those not built by the steps in `convert` are built by the
+# sql/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
+BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
@@ -186,12 +181,19 @@ def convert(
     }
     sql.register(con, "batch_source_lines", tables["source_lines"])
     sql.register(con, "batch_tool_calls", tables["tool_calls"])
-    for name in SHARED_RELATIONS:
-        sql.materialize(con, name)
-    for table in FACT_TABLES:
-        tables[table.name] = sql.frame(con, table.name)
-    for name in WORK_TABLES:
-        tables[name] = sql.frame(con, name)
+    sql_files = set(sql.names())
+    targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
+    steps = sql.order(targets, given=sql.defined(con))
+    read = {dep for name in steps for dep in sql.reads(name)}
+    for name in steps:
+        if name in read:
+            # read by later steps: computed once per batch into a temporary table (as a view,
+            # every reader planned and ran it again)
+            sql.materialize(con, name)
+            if name in targets:
+                tables[name] = con.table(name).pl()
+        else:
+            tables[name] = sql.frame(con, name)
 
     per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
     foreign_set = set(foreign.to_list())

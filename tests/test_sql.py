@@ -1,0 +1,113 @@
+"""The `-- reads:` headers of sql/ and the order derived from them (batch/sql.py)."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from batch import sql
+from batch.errors import SqlError
+from batch.schema import TABLES
+from batch.schema.work import WORK_SCHEMAS
+
+
+def _read_names(node, scope: frozenset[str], found: set[str]) -> None:
+    """Collect the table names a parsed statement reads, leaving out the names of its CTEs where they are in scope."""
+    if isinstance(node, list):
+        for item in node:
+            _read_names(item, scope, found)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "BASE_TABLE" and node["table_name"] not in scope:
+        found.add(node["table_name"])
+    ctes = (node.get("cte_map") or {}).get("map") if isinstance(node.get("cte_map"), dict) else None
+    if ctes:
+        inner = set(scope)
+        for cte in ctes:
+            # a CTE sees the CTEs before it, and itself only when recursive: `with x as (select * from x)`
+            # reads the table x
+            recursive = cte["value"]["query_node"]["type"] == "RECURSIVE_CTE_NODE"
+            _read_names(cte["value"], frozenset(inner | {cte["key"]} if recursive else inner), found)
+            inner.add(cte["key"])
+        _read_names({k: v for k, v in node.items() if k != "cte_map"}, frozenset(inner), found)
+        return
+    for value in node.values():
+        _read_names(value, scope, found)
+
+
+def parsed_reads(text: str) -> set[str]:
+    """The relations a SQL text reads, from DuckDB's own parse tree."""
+    tree = json.loads(duckdb.sql("select json_serialize_sql($q)", params={"q": text}).fetchall()[0][0])
+    assert not tree["error"], tree
+    found: set[str] = set()
+    _read_names(tree["statements"], frozenset(), found)
+    return found
+
+
+def test_the_parser_tells_ctes_from_tables():
+    text = (
+        "with recursive walk as (select * from nodes union select n.* from nodes n join walk using (id)),\n"
+        "compactions as (select * from compactions)\n"
+        "select * from walk join compactions using (id) where id in (select id from kept)"
+    )
+    assert parsed_reads(text) == {"nodes", "compactions", "kept"}
+
+
+@pytest.mark.parametrize("name", sql.names())
+def test_each_header_names_exactly_what_the_file_reads(name):
+    assert set(sql.reads(name)) == parsed_reads(sql.load(name)), f"sql/{name}.sql: fix its `-- reads:` header"
+
+
+@pytest.mark.parametrize("name", sql.names())
+def test_each_header_lists_its_reads_once_and_sorted(name):
+    reads = list(sql.reads(name))
+    assert reads == sorted(set(reads))
+
+
+def test_the_final_stage_order_follows_the_headers():
+    given = {t.name for t in TABLES if t.stage == "batch"} | set(WORK_SCHEMAS)
+    steps = sql.order(["losses", "sessions", "inferences"], given=given)
+    assert set(steps) == {"inference_observations", "inferences", "lineage", "sessions", "losses"}
+    for i, step in enumerate(steps):
+        assert set(sql.reads(step)) <= given | set(steps[:i]), step
+
+
+def test_order_puts_each_relation_after_what_it_reads():
+    reads = {"c": ["b", "a"], "b": ["a", "x"], "a": ["x"], "unused": ["x"]}
+    assert sql.topological(["c"], reads, given={"x"}) == ["a", "b", "c"]
+
+
+def test_a_given_relation_is_not_built_again():
+    assert sql.topological(["c"], {"c": ["b"], "b": ["a"]}, given={"b"}) == ["c"]
+
+
+def test_a_cycle_is_an_error_naming_the_file():
+    reads = {"a": ["b"], "b": ["c"], "c": ["a"]}
+    with pytest.raises(SqlError, match=r"sql/a\.sql reads itself through a -> b -> c -> a"):
+        sql.topological(["a"], reads)
+
+
+def test_an_unknown_name_is_an_error_naming_the_file():
+    with pytest.raises(SqlError, match=r"sql/b\.sql reads `nowhere`, which is neither a file of sql/ nor registered"):
+        sql.topological(["a"], {"a": ["b"], "b": ["nowhere"]})
+
+
+def test_a_file_without_header_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setattr(sql, "load", lambda name: "-- plain: one row\nselect 1\n")
+    sql.reads.cache_clear()
+    try:
+        with pytest.raises(SqlError, match=r"sql/plain\.sql has no `-- reads:` header"):
+            sql.reads("plain")
+    finally:
+        sql.reads.cache_clear()
+
+
+def test_defined_lists_registered_frames_and_temporary_relations():
+    con = duckdb.connect()
+    con.register("frame", duckdb.sql("select 1 as x").arrow())
+    con.execute("create temp table t as select 1 as x")
+    con.execute("create temp view v as select 1 as x")
+    assert {"frame", "t", "v"} <= sql.defined(con)
