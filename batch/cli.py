@@ -94,15 +94,34 @@ def convert_cmd(
             help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Convert every session again, reusing nothing of a previous output in OUT.",
+        ),
+    ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Reuse a session of a previous output only when its files' SHA-256 are unchanged too, "
+            "not only their size and modification time.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")] = False,
 ) -> None:
-    """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb."""
+    """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb.
+
+    Over a previous output, sessions whose files kept their size and modification time are reused,
+    and only the others are converted again.
+    """
     paths = list(sources) if sources else ([] if entire else [default_source()])
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
     with _progress(quiet) as progress:
         result = convert(
             paths, out, entire=list(entire or ()), all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
-            workers=workers, progress=progress, warn=warn,
+            workers=workers, full=full, verify=verify, progress=progress, warn=warn,
         )
     if not quiet:
         typer.echo(_summary(result))
@@ -225,9 +244,19 @@ def _summary(r: ConvertResult) -> str:
         f"tool_calls {t['tool_calls']}  lineage {t['lineage']}",
         f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  losses {t['losses']}",
         *([_entire_summary(r.manifest["entire"])] if "entire" in r.manifest else []),
+        *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
         f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
     ]
     return "\n".join(lines)
+
+
+def _reuse_summary(reuse: dict) -> str:
+    """What an incremental run took from the previous output."""
+    checked = "size, modification time and SHA-256" if reuse["verified"] else "size and modification time"
+    return (
+        f"  reused {reuse['session_groups_reused']} unchanged sessions ({reuse['inputs_reused']} files, by {checked}); "
+        f"converted {reuse['session_groups_converted']} (--full converts all)"
+    )
 
 
 def _entire_summary(entire: dict) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -16,7 +17,7 @@ import polars as pl
 
 import pyarrow as pa
 
-from batch import sql
+from batch import reuse, sql
 from batch.errors import OutputError, SourceError
 from batch.formats import claude_code, entire_checkpoint
 from batch.schema import TABLES, TABLES_BY_NAME
@@ -35,6 +36,8 @@ SOURCE_LOSSES = "source_losses"
 MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 SOURCE_TABLES = entire_checkpoint.RUN_TABLES
+BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
+FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
 # 48 MiB at once stay near 1.5 GiB; larger batches are no faster.
@@ -83,6 +86,8 @@ def convert(
     all_checkpoints: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     workers: int | None = None,
+    full: bool = False,
+    verify: bool = False,
     progress: Callable[[int, int], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
@@ -95,6 +100,9 @@ def convert(
     `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
     split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
     runs, and `warn(message)` is told about it before the conversion starts.
+    Over a previous output, the batches whose session groups' files kept their size and modification
+    time are reused and only the others converted (`batch/reuse.py`); `verify` also compares their
+    SHA-256, `full` converts everything. The result is the same as a full conversion's.
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
@@ -108,13 +116,29 @@ def convert(
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
     stop = _Stop()
     try:
-        groups = batches(found_all.units, max_bytes=batch_bytes)
+        key = reuse.run_key(found.tool_result_files)
+        previous = None if full else output.previous_state()
+        plan = reuse.plan(found_all.units, previous, key=key)
+        if verify and plan.reused:
+            plan = _verified(plan, found_all.units, previous, key)
+        owners_fp = reuse.fingerprints(found_all.units)
         total = sum(u.size for u in found_all.units)
-        done = 0
+        done = sum(u.size for u in found_all.units if u not in plan.units)
         inputs: list[dict] = []
         skipped = list(found.skipped)
         counts: dict[str, int] = {}
-        workers = max(1, min(workers or default_workers(), len(groups)))
+        state_batches: list[dict] = []
+        for batch in plan.reused:
+            output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
+            inputs.extend(batch["inputs"])
+            skipped.extend(tuple(s) for s in batch["skipped"])
+            for k, v in batch["counts"].items():
+                counts[k] = counts.get(k, 0) + v
+            state_batches.append(batch)
+        if progress and done:
+            progress(done, total)
+        groups = batches(plan.units, max_bytes=batch_bytes)
+        workers = max(1, min(workers or default_workers(), len(groups) or 1))
         sizes = [sum(u.size for u in group) for group in groups]
         large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
         if large and warn:
@@ -128,6 +152,14 @@ def convert(
                 skipped.extend(result.skipped)
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
+                owners = sorted({u.owner for u in result.units})
+                state_batches.append({
+                    "part": reuse.part_id(owners),
+                    "groups": {owner: owners_fp[owner] for owner in owners},
+                    "inputs": result.inputs,
+                    "skipped": [list(s) for s in result.skipped],
+                    "counts": result.counts,
+                })
                 done += sum(u.size for u in result.units)
                 if progress:
                     progress(done, total)
@@ -138,14 +170,14 @@ def convert(
         with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
             try:
                 running: set[Future[_Batch]] = set()
-                for index, (group, size) in enumerate(zip(groups, sizes)):
+                for group, size in zip(groups, sizes):
                     alone = size > batch_bytes
                     while running and (alone or len(running) >= workers):
                         finished, running = wait(running, return_when=FIRST_COMPLETED)
                         collect(finished)
                     future = pool.submit(
-                        _convert_batch, group, output, index, found.tool_result_files, hasher,
-                        1 if alone else workers, stop,
+                        _convert_batch, group, output, reuse.part_id([u.owner for u in group]),
+                        found.tool_result_files, hasher, 1 if alone else workers, stop,
                     )
                     running.add(future)
                     if alone:
@@ -158,13 +190,31 @@ def convert(
                 raise
         fault("batches")
         run_frames = _run_frames(found_all.imports)
-        for name, count in _write_source_parts(output, run_frames, len(groups)).items():
+        for name, count in _write_source_parts(output, run_frames, reuse.part_id(())).items():
             counts[name] = counts.get(name, 0) + count
-        with _connect(spill=output.spill) as con:
-            final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames)
-        counts.update(final_counts)
         inputs.sort(key=lambda i: i["path"])
-        manifest = _manifest(found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses)
+        reused_inputs = sum(len(b["inputs"]) for b in plan.reused)
+        summary = {
+            "previous_output": previous is not None,
+            "session_groups_reused": sum(len(b["groups"]) for b in plan.reused),
+            "session_groups_converted": len({u.owner for u in plan.units}),
+            "inputs_reused": reused_inputs,
+            "inputs_converted": len(inputs) - reused_inputs,
+            "verified": bool(verify and plan.reused),
+            "final_stage": "reused" if plan.complete and not found_all.imports else "run",
+        }
+        if summary["final_stage"] == "reused":
+            # nothing changed: the final tables and what the manifest reports of them are the previous ones
+            output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
+            manifest = {**output.previous_manifest(), "skipped": _skipped(skipped), "reuse": summary}
+        else:
+            with _connect(spill=output.spill) as con:
+                final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames)
+            counts.update(final_counts)
+            manifest = _manifest(
+                found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
+            )
+        output.write_state({"run_key": key, "batches": sorted(state_batches, key=lambda b: b["part"])})
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
@@ -173,14 +223,34 @@ def convert(
         raise
     return ConvertResult(
         out=output.out,
-        tables={k: counts.get(k, 0) for k in manifest["tables"]},
-        inputs=len(inputs),
-        lines=counts.get("source_lines", 0),
+        tables={k: manifest["tables"].get(k, 0) for k in manifest["tables"]},
+        inputs=len(manifest["inputs"]),
+        lines=manifest["tables"].get("source_lines", 0),
         rejected_lines=manifest["rejected_lines"],
         foreign_files=manifest["foreign_files"],
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+def _verified(plan: reuse.Plan, units: list[Unit], previous: dict, key: str) -> reuse.Plan:
+    """The plan without the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
+    owners = {owner for batch in plan.reused for owner in batch["groups"]}
+    digests = {}
+    for unit in units:
+        if unit.owner in owners:
+            for stream in unit.load().streams:
+                with stream.open() as f:
+                    digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
+    changed = reuse.unverified(plan.reused, digests)
+    if not changed:
+        return plan
+    kept = {**previous, "batches": [b for b in previous["batches"] if not changed & set(b["groups"])]}
+    return replace(reuse.plan(units, kept, key=key), complete=False)
+
+
+def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:
+    return [{"path": p, "reason": r} for p, r in sorted(skipped)]
 
 
 def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inputs:
@@ -305,7 +375,7 @@ class _Stop:
 
 
 def _convert_batch(
-    units: list[Unit], output: Output, index: int, tool_result_files: set[str], hasher: Executor, workers: int,
+    units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
     stop: _Stop,
 ) -> _Batch:
     with _connect(workers, spill=output.spill) as con, stop.watch(con):
@@ -317,7 +387,7 @@ def _convert_batch_on(
     con: duckdb.DuckDBPyConnection,
     units: list[Unit],
     output: Output,
-    index: int,
+    index: str,
     tool_result_files: set[str],
     hasher: Executor,
 ) -> _Batch:
@@ -366,7 +436,7 @@ def _run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.Da
     return frames
 
 
-def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: int) -> dict[str, int]:
+def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
     """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
     more part after the batches' parts."""
     counts = {}
@@ -455,6 +525,7 @@ def _manifest(
     absent: list[dict],
     imports: list[entire_checkpoint.Import],
     source_losses: dict[str, int],
+    summary: dict,
 ) -> dict:
     rejected = counts.get("rejects", 0)
     foreign = sum(1 for i in inputs if i["status"] == "foreign")
@@ -475,12 +546,13 @@ def _manifest(
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},
         "inputs": inputs,
-        "skipped": [{"path": p, "reason": r} for p, r in sorted(skipped)],
+        "skipped": _skipped(skipped),
         "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
         "rejected_lines": rejected - foreign,
         "foreign_files": foreign,
         "losses": counts.get("losses", 0),
         "export_report": report,
         **extra,
+        "reuse": summary,
         "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
     }

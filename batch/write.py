@@ -4,8 +4,12 @@ What is ours, and so what may ever be replaced or removed:
 - a run folder `.<out>.asr-run-<hex>` beside the output, made by this process with a marker file
   on which the run holds a lock for as long as it lives;
 - an output folder whose manifest says `format.name = asr` and `producer.name = asr-batch` and
-  whose every entry is a name this writer writes (the manifest, the catalog, the marker, and
-  `part-NNNNN.parquet` files in the table folders the manifest lists).
+  whose every entry is a name this writer writes (the manifest, the catalog, the marker, the reuse
+  state `_reuse.json`, `part-NNNNN.parquet` and `part-<16 hex>.parquet` files in the table folders
+  the manifest lists, and the same part files in `_work/<table>/`, the work tables an incremental
+  run reads again).
+An incremental run never changes the previous output: it hard-links (or copies) the part files it
+reuses into the new run folder, which is swapped in as a whole.
 Removal goes through `_remove_ours` alone: it unlinks only those names and removes folders only
 once empty, so a file someone else put there survives any code path.
 """
@@ -18,6 +22,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -44,7 +49,10 @@ SPILL = "_spill"
 MANIFEST = "manifest.json"
 MARKER = ".asr-batch"
 RUN_INFIX = ".asr-run-"
-PART_RE = re.compile(r"^part-\d{5}\.parquet$")
+STATE = "_reuse.json"
+# part-NNNNN: a part numbered within its run (final tables); part-<16 hex>: a batch's part, named by
+# its session groups so that an incremental run can reuse it.
+PART_RE = re.compile(r"^part-(\d{5}|[0-9a-f]{16})\.parquet$")
 # Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
 # to prove what an interruption leaves (tests/test_safety.py).
 FAULT_ENV = "ASR_BATCH_FAULT"
@@ -130,14 +138,52 @@ class Output:
     def _folder(self, table: str, work: bool) -> Path:
         return self.tmp / WORK / table if work else self.tmp / table
 
-    def part(self, table: str, index: int, *, work: bool = False) -> Path:
+    def part(self, table: str, index: int | str, *, work: bool = False) -> Path:
         if self.closed:
             raise OutputError("the run was stopped; nothing more is written")
         folder = self._folder(table, work)
         if work:
             (self.tmp / WORK).mkdir(exist_ok=True)
         folder.mkdir(exist_ok=True)
-        return folder / f"part-{index:05d}.parquet"
+        return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
+
+    def previous_state(self) -> dict | None:
+        """The reuse state of the output this run replaces, when it is ours and was written by this version."""
+        path = self.out / STATE
+        if _manifest_tables(self.out) is None or path.is_symlink() or not path.is_file():
+            return None
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
+            return None
+        return state
+
+    def previous_manifest(self) -> dict:
+        return json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
+
+    def reuse(self, part: str, tables: list[str], work_tables: list[str]) -> None:
+        """Hard-link (else copy) the previous output's parts named `part` into this run's folder.
+
+        The previous output is only read: a link is a new name for the same bytes, and no part is
+        ever written in place, so the previous output stays whole until the swap replaces it.
+        """
+        for names, work in ((tables, False), (work_tables, True)):
+            for table in names:
+                source = (self.out / WORK / table if work else self.out / table) / f"part-{part}.parquet"
+                if source.is_symlink() or not source.is_file():
+                    continue
+                target = self.part(table, part, work=work)
+                try:
+                    os.link(source, target)
+                except OSError:
+                    shutil.copyfile(source, target)
+
+    def write_state(self, state: dict) -> None:
+        """Record what an incremental run needs to reuse this output's batches (docs/asr-tables.md)."""
+        state = {"producer": {"name": PRODUCER, "version": VERSION}, **state}
+        (self.tmp / STATE).write_text(json.dumps(state, separators=(",", ":")) + "\n", encoding="utf-8")
 
     def glob(self, table: str, *, work: bool = False) -> str:
         return str(self._folder(table, work) / "*.parquet")
@@ -167,7 +213,7 @@ class Output:
         renames, and a kill between them leaves the previous output beside `out` under a run
         folder's name (docs/asr-tables.md, "What a run replaces").
         """
-        _remove_ours(self.tmp, work=True, within=WORK)
+        # the work tables stay: an incremental run reads those of the batches it reuses
         _remove_ours(self.tmp, spill=True, within=SPILL)
         for table in TABLES:
             if not self.has(table.name):
@@ -179,7 +225,7 @@ class Output:
             _swap(self.tmp, self.out)
             fault("swapped")
             # self.tmp now holds the previous output
-            _remove_ours(self.tmp, tables=_listed_tables(self.tmp))
+            _remove_ours(self.tmp, tables=_listed_tables(self.tmp), work=True)
         else:
             _rename_new(self.tmp, self.out)
         self.closed = True
@@ -291,7 +337,7 @@ def _expected(rel: tuple[str, ...], is_dir: bool, tables: set[str], work: bool, 
     if len(rel) == 1:
         if is_dir:
             return top in tables or (work and top == WORK) or (spill and top == SPILL)
-        return top in (MANIFEST, MARKER, CATALOG, CATALOG + ".wal")
+        return top in (MANIFEST, MARKER, CATALOG, CATALOG + ".wal", STATE)
     if top == SPILL:
         return spill  # DuckDB's own temporary files, in a folder only this run uses
     if top == WORK:
@@ -377,7 +423,7 @@ def _check_target(out: Path) -> None:
                     f"{out}: is a non-empty folder that is not an asr-batch output (it has no manifest.json "
                     "written by asr-batch). Pass an empty or new folder to --out, so nothing of yours is replaced."
                 )
-            foreign = foreign_entries(out, tables=tables)
+            foreign = foreign_entries(out, tables=tables, work=True)
             if foreign:
                 listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                 raise OutputError(

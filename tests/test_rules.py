@@ -16,6 +16,7 @@ import batch
 import batch.formats.claude_code
 import batch.pipeline
 from batch.errors import OutputError, SourceError
+from batch.reuse import part_id
 from batch.schema import TABLES
 from batch.sources.claude_code import discover, group_owner
 from conftest import (
@@ -734,7 +735,11 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     lock = threading.Lock()
     real = batch.pipeline._convert_batch
 
-    def tracked(files, output, index, tool_result_files, hasher, workers, stop):
+    # a batch's parts are named by its session groups: here one session per batch, in this order
+    batch_of = {part_id([sid]): n for n, sid in enumerate(sids)}
+
+    def tracked(files, output, part, tool_result_files, hasher, workers, stop):
+        index = batch_of[part]
         with lock:
             overlaps[index] = set(running)
             for other in running:
@@ -743,7 +748,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
         threads[index] = workers
         try:
             time.sleep(0.3)  # long enough for batches submitted together to overlap
-            return real(files, output, index, tool_result_files, hasher, workers, stop)
+            return real(files, output, part, tool_result_files, hasher, workers, stop)
         finally:
             with lock:
                 running.discard(index)

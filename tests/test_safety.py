@@ -433,7 +433,8 @@ def test_a_full_disk_is_one_error_line_and_leaves_the_previous_output(src, out, 
 
     monkeypatch.setattr(pq, "write_table", full)
     with pytest.raises(SystemExit) as exc:
-        main(["convert", str(src), "--out", str(out), "-q"])
+        # --full: over an unchanged input, an incremental run would write no Parquet at all
+        main(["convert", str(src), "--out", str(out), "-q", "--full"])
     err = capsys.readouterr().err
     assert exc.value.code == 1
     assert len(err.splitlines()) == 1 and err.startswith("Error: cannot write (") and "No space left on device" in err

@@ -38,6 +38,7 @@ class Stream:
     data: bytes | None = field(default=None, repr=False)  # the bytes, when read already (Git blobs)
     provenance: tuple[dict, ...] = ()  # where the bytes came from beyond the name: Git blobs, one per chunk
     meta: str | None = None  # JSON object: the stream's _meta (io.entire/checkpoint)
+    mtime_ns: int | None = None  # the file's modification time at discovery, in ns (files only)
 
     def open(self) -> BinaryIO:
         """A binary reader of the stream's bytes."""
@@ -76,6 +77,10 @@ class Unit:
     size: int  # bytes load() reads, about (used to form batches)
     load: Callable[[], Loaded]
     label: str = ""  # how the unit is named in messages (largest groups)
+    # What tells the unit's input apart without reading it (per file: name, size, modification
+    # time, digest of its sidecar), as make and rsync do; None when only reading tells (Git blobs).
+    # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
+    fingerprint: tuple | None = None
 
 
 def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:

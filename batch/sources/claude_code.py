@@ -8,6 +8,7 @@ inline `isSidechain` turns inside the main file (1.0.x) are split later, from th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -176,7 +177,8 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
 
 
 def _classify(path: Path, name: str) -> Stream:
-    size = path.stat().st_size
+    st = path.stat()
+    size = st.st_size
     head = _peek(path)  # also proves the file can be opened
     filename = display(path.name)
     agent_match = AGENT_FILE_RE.match(filename)
@@ -190,10 +192,10 @@ def _classify(path: Path, name: str) -> Stream:
         sidecar_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
         sidecar = _read_sidecar(sidecar_path)
         key = f"{parent}/{agent_id}" if parent else f"agent-{agent_id}"
-        return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar, path=path)
+        return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar, path=path, mtime_ns=st.st_mtime_ns)
     stem = filename[: -len(".jsonl")]
     session_id = stem if UUID_RE.match(stem) else (session_ids[0] if session_ids else stem)
-    return Stream(name, size, "main", session_id, session_id, path=path)
+    return Stream(name, size, "main", session_id, session_id, path=path, mtime_ns=st.st_mtime_ns)
 
 
 def _is_id(value: object) -> bool:
@@ -242,6 +244,15 @@ def units(files: list[Stream]) -> list[Unit]:
     for f in files:
         groups.setdefault(group_owner(f), []).append(f)
     return [
-        Unit(owner, sum(f.size for f in group), lambda group=group: Loaded(list(group)), label=owner)
+        Unit(owner, sum(f.size for f in group), lambda group=group: Loaded(list(group)), label=owner,
+             fingerprint=_fingerprint(group))
         for owner, group in sorted(groups.items())
     ]
+
+
+def _fingerprint(group: list[Stream]) -> tuple:
+    """A group's files by name, size and modification time; a sidecar read at discovery by its digest."""
+    return tuple(sorted(
+        (f.name, f.size, f.mtime_ns, hashlib.sha256(f.sidecar.encode()).hexdigest() if f.sidecar else None)
+        for f in group
+    ))

@@ -1,0 +1,75 @@
+"""Which batches of the previous output an incremental run reuses: pure functions, no filesystem.
+
+A batch's parts are named by its session groups (`part_id`). The output's reuse state
+(`_reuse.json`, written by batch/write.py) lists each batch with the fingerprint of each of its
+groups: the name, size and modification time of every file, as make and rsync compare them. A
+batch is reused when every group it holds is still there with the same fingerprint; every other
+group is converted again, in new batches. Groups read from Git (Entire checkpoints) have no
+fingerprint and are always converted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from batch.sources.base import Unit
+
+
+def part_id(owners: list[str] | tuple[str, ...]) -> str:
+    """The name of a batch's parts: 16 hex digits of the SHA-256 of its groups' owners."""
+    return hashlib.sha256("\n".join(sorted(set(owners))).encode()).hexdigest()[:16]
+
+
+def run_key(tool_result_files: set[str]) -> str:
+    """What every batch's conversion depends on beyond its own files: the persisted tool results present."""
+    return hashlib.sha256("\n".join(sorted(tool_result_files)).encode()).hexdigest()
+
+
+def fingerprints(units: list[Unit]) -> dict[str, list | None]:
+    """Each owner's fingerprint as stored in the state (JSON lists); None when a unit of it has none."""
+    found: dict[str, list | None] = {}
+    for unit in units:
+        if unit.owner in found and found[unit.owner] is None:
+            continue
+        if unit.fingerprint is None:
+            found[unit.owner] = None
+        else:
+            found[unit.owner] = sorted([*(found.get(unit.owner) or []), *json.loads(json.dumps(unit.fingerprint))])
+    return found
+
+
+@dataclass
+class Plan:
+    """What an incremental run reuses and what it converts."""
+
+    reused: list[dict]  # batches of the previous state, as recorded there
+    units: list[Unit]  # the units to convert
+    complete: bool  # every batch of the previous output is reused: nothing was added, changed or removed
+
+
+def plan(units: list[Unit], previous: dict | None, *, key: str) -> Plan:
+    """Split `units` into the previous batches that can be reused and the units to convert."""
+    if previous is None or previous.get("run_key") != key:
+        return Plan([], list(units), False)
+    current = fingerprints(units)
+    reused, taken = [], set()
+    batches = previous.get("batches", [])
+    for batch in batches:
+        groups = batch["groups"]
+        if groups and all(current.get(owner) is not None and current[owner] == fp for owner, fp in groups.items()):
+            reused.append(batch)
+            taken.update(groups)
+    rest = [u for u in units if u.owner not in taken]
+    return Plan(reused, rest, not rest and len(reused) == len(batches))
+
+
+def unverified(reused: list[dict], digests: dict[str, str]) -> set[str]:
+    """Owners of reused batches whose files' SHA-256 (`digests`, by input path) differ from those recorded."""
+    changed = set()
+    for batch in reused:
+        recorded = {i["path"]: i.get("sha256") for i in batch["inputs"]}
+        if any(digests.get(path) != sha for path, sha in recorded.items()):
+            changed.update(batch["groups"])
+    return changed

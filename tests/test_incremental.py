@@ -1,0 +1,187 @@
+"""Incremental re-runs: a conversion over a previous output reuses the batches of unchanged session
+groups, and its output equals a full conversion of the same input, table by table and row by row."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import batch
+import batch.pipeline
+from batch.errors import OutputError
+from batch.schema import TABLES
+from conftest import dumps, read_tables, uid, user
+
+SAMPLE = Path(__file__).parent.parent / "data" / "sample"
+VIEWER = "-Users-demo-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+SUBAGENT = "-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/agent-a4ca7529859c158c2.jsonl"
+NEW_SID = "99999999-9999-4999-8999-999999999999"
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    # the sample without its largest project, for speed: 5 session groups, one with subagents
+    src = tmp_path / "src"
+    shutil.copytree(SAMPLE, src, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads"))
+    return src
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    keys = [c for c, dt in df.schema.items() if not isinstance(dt, pl.List)]
+    return df.sort(keys, nulls_last=True)
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def assert_same_as_full(src: Path, out: Path, tmp_path: Path, **kw) -> dict:
+    """`out` holds what a full conversion of `src` into a new folder gives; return out's reuse summary."""
+    full = tmp_path / "full"
+    shutil.rmtree(full, ignore_errors=True)
+    batch.convert([src], full, **kw)
+    got, want = read_tables(out), read_tables(full)
+    for t in TABLES:
+        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
+    summary = _manifest(out).pop("reuse")
+    manifest, wanted = _manifest(out), _manifest(full)
+    manifest.pop("reuse"), wanted.pop("reuse")
+    assert manifest == wanted
+    return summary
+
+
+def grow(path: Path, sid: str, n: int) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(dumps(user(uid(900 + n), None, f"one more prompt {n}", sid=sid)) + "\n")
+
+
+def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    assert groups > 2
+    result = batch.convert([sample], out, batch_bytes=1)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary == {
+        "previous_output": True, "session_groups_reused": groups, "session_groups_converted": 0,
+        "inputs_reused": result.inputs, "inputs_converted": 0, "verified": False, "final_stage": "reused",
+    }
+
+
+@pytest.mark.parametrize("change", ["grow", "add", "delete_session", "delete_subagent", "grow_subagent"])
+def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)  # one batch per session group
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    if change == "grow":
+        grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
+    elif change == "add":
+        (sample / "-Users-demo-viewer" / f"{NEW_SID}.jsonl").write_text(dumps(user(uid(1), None, "new", sid=NEW_SID)) + "\n")
+    elif change == "delete_session":
+        (sample / VIEWER).unlink()
+    elif change == "delete_subagent":
+        (sample / SUBAGENT).unlink()
+    else:
+        with (sample / SUBAGENT).open("a", encoding="utf-8") as f:
+            f.write("\n")
+    batch.convert([sample], out, batch_bytes=1)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["final_stage"] == "run"
+    if change == "delete_session":
+        assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 0)
+    elif change == "add":
+        assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups, 1)
+    else:
+        assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
+
+
+def test_a_new_batch_size_still_reuses_and_gives_the_same_output(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 2)
+    batch.convert([sample], out)  # the default: every changed group in one batch
+    summary = assert_same_as_full(sample, out, tmp_path, batch_bytes=1 << 30)
+    assert summary["session_groups_converted"] == 1 and summary["session_groups_reused"] > 1
+    # and again, from batches of several groups to one group per batch
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 3)
+    batch.convert([sample], out, batch_bytes=1)
+    assert_same_as_full(sample, out, tmp_path)
+
+
+def test_a_group_in_a_batch_with_a_changed_one_is_converted_again(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 4)
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["session_groups_reused"] == 0
+
+
+def test_full_reuses_nothing(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    batch.convert([sample], out, batch_bytes=1, full=True)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["session_groups_reused"] == 0 and summary["final_stage"] == "run"
+
+
+def test_a_change_that_keeps_size_and_time_is_found_by_verify_only(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    path = sample / VIEWER
+    st = path.stat()
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("a", "b", 1), encoding="utf-8")  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    batch.convert([sample], out, batch_bytes=1)
+    # as make and rsync: size and time unchanged, so the previous conversion stays
+    assert _manifest(out)["reuse"]["session_groups_converted"] == 0
+    batch.convert([sample], out, batch_bytes=1, verify=True)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["verified"] and summary["session_groups_converted"] == 1
+
+
+def test_a_tool_result_file_appearing_converts_everything_again(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    folder = sample / "-Users-demo-viewer" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a" / "tool-results"
+    folder.mkdir(parents=True)
+    (folder / "toolu_01.txt").write_text("output")
+    batch.convert([sample], out, batch_bytes=1)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["session_groups_reused"] == 0
+
+
+def test_an_interrupted_incremental_run_leaves_the_previous_output_intact(sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 5)
+
+    def fail(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch.pipeline, "_finalize", fail)
+    with pytest.raises(KeyboardInterrupt):
+        batch.convert([sample], out, batch_bytes=1)
+    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+    assert not [p for p in tmp_path.iterdir() if ".asr-run-" in p.name]
+    monkeypatch.undo()
+    batch.convert([sample], out, batch_bytes=1)
+    assert_same_as_full(sample, out, tmp_path)
+
+
+def test_a_foreign_file_among_the_work_tables_is_refused(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    (out / "_work" / "session_streams" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"_work/session_streams/notes\.txt"):
+        batch.convert([sample], out)
+    assert (out / "_work" / "session_streams" / "notes.txt").read_text() == "mine"
