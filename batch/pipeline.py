@@ -137,7 +137,7 @@ def convert(
             state_batches.append(batch)
         if progress and done:
             progress(done, total)
-        groups = batches(plan.units, max_bytes=batch_bytes)
+        groups = [group for units in plan.batches() for group in batches(units, max_bytes=batch_bytes)]
         workers = max(1, min(workers or default_workers(), len(groups) or 1))
         sizes = [sum(u.size for u in group) for group in groups]
         large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
@@ -206,6 +206,7 @@ def convert(
         if summary["final_stage"] == "reused":
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
+            output.reuse_catalog()  # its views and stored tables read the same files
             manifest = {**output.previous_manifest(), "skipped": _skipped(skipped), "reuse": summary}
         else:
             with _connect(spill=output.spill) as con:

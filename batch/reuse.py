@@ -47,6 +47,14 @@ class Plan:
     reused: list[dict]  # batches of the previous state, as recorded there
     units: list[Unit]  # the units to convert
     complete: bool  # every batch of the previous output is reused: nothing was added, changed or removed
+    changed: frozenset[str] = frozenset()  # owners of `units` that are new or changed (the others shared a batch with one)
+
+    def batches(self) -> list[list[Unit]]:
+        """The units to convert, in two sets: new or changed groups, then the unchanged groups that
+        shared a batch with one. Live sessions (the ones that grow) so gather in batches of their
+        own, and the next runs leave the others' batches alone."""
+        fresh = [u for u in self.units if u.owner in self.changed]
+        return [fresh, [u for u in self.units if u.owner not in self.changed]] if fresh else [list(self.units)]
 
 
 def plan(units: list[Unit], previous: dict | None, *, key: str) -> Plan:
@@ -62,7 +70,9 @@ def plan(units: list[Unit], previous: dict | None, *, key: str) -> Plan:
             reused.append(batch)
             taken.update(groups)
     rest = [u for u in units if u.owner not in taken]
-    return Plan(reused, rest, not rest and len(reused) == len(batches))
+    before = {owner: fp for batch in batches for owner, fp in batch["groups"].items()}
+    changed = frozenset(u.owner for u in rest if current[u.owner] is None or before.get(u.owner) != current[u.owner])
+    return Plan(reused, rest, not rest and len(reused) == len(batches), changed)
 
 
 def unverified(reused: list[dict], digests: dict[str, str]) -> set[str]:

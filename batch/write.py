@@ -123,6 +123,7 @@ class Output:
         self.stale_removed = remove_stale_runs(self.out)
         self.tmp = self.out.with_name(f".{self.out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
         self.closed = False
+        self._catalog_reused = False
         try:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             self.tmp.mkdir()
@@ -180,6 +181,19 @@ class Output:
                 except OSError:
                     shutil.copyfile(source, target)
 
+    def reuse_catalog(self) -> bool:
+        """Hard-link (else copy) the previous output's catalog, when its tables are all reused; False
+        when there is none to reuse (commit then builds it)."""
+        source = self.out / CATALOG
+        if source.is_symlink() or not source.is_file() or (self.out / (CATALOG + ".wal")).exists():
+            return False
+        try:
+            os.link(source, self.tmp / CATALOG)
+        except OSError:
+            shutil.copyfile(source, self.tmp / CATALOG)
+        self._catalog_reused = True
+        return True
+
     def write_state(self, state: dict) -> None:
         """Record what an incremental run needs to reuse this output's batches (docs/asr-tables.md)."""
         state = {"producer": {"name": PRODUCER, "version": VERSION}, **state}
@@ -218,7 +232,8 @@ class Output:
         for table in TABLES:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
-        write_catalog(self.tmp, self.out)
+        if not self._catalog_reused:
+            write_catalog(self.tmp, self.out)
         fault("swap")
         if self.out.exists():
             _check_target(self.out)  # still ours: nothing of someone else's was put there meanwhile

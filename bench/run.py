@@ -9,8 +9,10 @@ prints in one run: input MiB, files and lines; the warm time of
 of `asr-batch convert ARCHIVE --out OUT --quiet` run as a subprocess; their ratio; MiB/s; and the
 peak RSS of the convert process alone (measured by a small wrapper process, so the DuckDB scan
 of this process does not count). With --floor it also times the least work of any converter that
-hashes its inputs and keeps every line's JSON (see `floor`). The figures are also written to
-bench/results/.
+hashes its inputs and keeps every line's JSON (see `floor`). Then two incremental re-runs over
+the output (`rerun`): with nothing changed, and with 1% of the sessions grown by one line (as Claude
+Code appends to a live transcript), each as a share of the full convert. The figures are also
+written to bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
 generated it. An archive given with --archive that existed before is never deleted.
@@ -188,8 +190,8 @@ def wait_idle(limit: float) -> None:
     print("note      the machine did not become idle; timing anyway", file=sys.stderr)
 
 
-def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None) -> dict:
-    cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet"]
+def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None, *, full: bool = True) -> dict:
+    cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet", *(["--full"] if full else [])]
     if batch_mb:
         cmd += ["--batch-mb", str(batch_mb)]
     if workers:
@@ -215,7 +217,52 @@ def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None)
         "tables": manifest["tables"],
         "rejected_lines": manifest["rejected_lines"],
         "foreign_files": manifest["foreign_files"],
+        "reuse": manifest.get("reuse"),
     }
+
+
+RERUN_SHARE = 0.01
+RERUN_TARGETS = {"nothing changed": 0.05, "1% of sessions grown": 0.10}
+
+
+def grow_sessions(archive: Path, share: float) -> int:
+    """Append one user line to `share` of the main transcripts (every 1/share-th by name); return how many.
+
+    A file is first replaced by a copy of itself, so a hard-linked original is never changed."""
+    mains = sorted(p for p in archive.rglob("*.jsonl") if "subagents" not in p.parts)
+    step = max(1, round(1 / share))
+    chosen = mains[::step]
+    for n, path in enumerate(chosen):
+        data = path.read_bytes()
+        path.unlink()
+        line = {
+            "type": "user", "uuid": f"00000000-0000-4000-8000-{n:012d}", "parentUuid": None,
+            "sessionId": path.stem, "timestamp": "2026-03-01T00:00:00.000Z", "isSidechain": False,
+            "message": {"role": "user", "content": "one more prompt"},
+        }
+        path.write_bytes(data + (b"" if data.endswith(b"\n") or not data else b"\n") + json.dumps(line).encode() + b"\n")
+    return len(chosen)
+
+
+def rerun(archive: Path, out: Path, batch_mb: int | None, workers: int | None, full: dict) -> list[dict]:
+    """Time the incremental re-runs over `out` (converted from `archive`): nothing changed, then 1% grown.
+
+    They read a hard-linked copy of the archive under the same folder name, so the files keep their
+    names, sizes and modification times; the grown files are copies."""
+    copy = out.parent / "rerun-input" / archive.name
+    shutil.rmtree(copy.parent, ignore_errors=True)
+    shutil.copytree(archive, copy, copy_function=os.link)
+    results = []
+    try:
+        for label in RERUN_TARGETS:
+            grown = grow_sessions(copy, RERUN_SHARE) if label != "nothing changed" else 0
+            run = convert(copy, out, batch_mb, workers, full=False)
+            run.update(label=label, grown=grown, share=run["seconds"] / full["seconds"],
+                       cpu_share=run["cpu_seconds"] / full["cpu_seconds"])
+            results.append(run)
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+    return results
 
 
 def code_version() -> str:
@@ -446,6 +493,18 @@ def main(argv: list[str] | None = None) -> None:
                   f"{least['seconds']:.2f} s wall; floor / scan = {least['seconds'] / scan['seconds']:.1f}, "
                   f"convert / floor = {conv['seconds'] / least['seconds']:.1f}")
 
+        reruns = rerun(archive, out, args.batch_mb, args.workers, conv)
+        for r in reruns:
+            target = RERUN_TARGETS[r["label"]]
+            reused = r["reuse"] or {}
+            grown = f" ({r['grown']} files)" if r["grown"] else ""
+            print(f"rerun     {r['label']}{grown}: "
+                  f"{r['seconds']:.2f} s wall, {r['cpu_seconds']:.2f} s CPU = {100 * r['share']:.1f}% of the "
+                  f"convert ({100 * r['cpu_share']:.1f}% in CPU; target <= {100 * target:g}%: "
+                  f"{'met' if r['share'] <= target else 'NOT met'}); reused "
+                  f"{reused.get('session_groups_reused', 0)} session groups, converted "
+                  f"{reused.get('session_groups_converted', 0)}, final stage {reused.get('final_stage')}")
+
         result = {
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "code": version,
@@ -454,6 +513,7 @@ def main(argv: list[str] | None = None) -> None:
             "scan": scan,
             "convert": conv,
             "floor": least,
+            "reruns": reruns,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],

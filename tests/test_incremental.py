@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -68,6 +69,8 @@ def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path
     assert groups > 2
     result = batch.convert([sample], out, batch_bytes=1)
     summary = assert_same_as_full(sample, out, tmp_path)
+    with duckdb.connect(str(out / "asr.duckdb"), read_only=True) as con:  # the reused catalog reads the new output
+        assert con.sql("select count(*) from records").fetchall()[0][0] == read_tables(out)["records"].height
     assert summary == {
         "previous_output": True, "session_groups_reused": groups, "session_groups_converted": 0,
         "inputs_reused": result.inputs, "inputs_converted": 0, "verified": False, "final_stage": "reused",
@@ -121,6 +124,18 @@ def test_a_group_in_a_batch_with_a_changed_one_is_converted_again(sample, tmp_pa
     batch.convert([sample], out)
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["session_groups_reused"] == 0
+
+
+def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 6)
+    batch.convert([sample], out)  # the grown group in one batch, the others in another
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 7)
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
 
 
 def test_full_reuses_nothing(sample, tmp_path):

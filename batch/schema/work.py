@@ -1,6 +1,7 @@
 """Intermediate tables every format writes per batch and the final stage reads across batches.
 
-Not output tables: they live under the run folder's _work/ and are removed before the swap.
+Not output tables: they live under the output's _work/, where an incremental run reads the parts
+of the batches it reuses.
 """
 
 from __future__ import annotations
