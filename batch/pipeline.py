@@ -123,7 +123,8 @@ def convert(
             plan = _verified(plan, found_all.units, previous, key)
         owners_fp = reuse.fingerprints(found_all.units)
         total = sum(u.size for u in found_all.units)
-        done = sum(u.size for u in found_all.units if u not in plan.units)
+        converting = {u.owner for u in plan.units}
+        done = sum(u.size for u in found_all.units if u.owner not in converting)
         inputs: list[dict] = []
         skipped = list(found.skipped)
         counts: dict[str, int] = {}
@@ -197,7 +198,7 @@ def convert(
         summary = {
             "previous_output": previous is not None,
             "session_groups_reused": sum(len(b["groups"]) for b in plan.reused),
-            "session_groups_converted": len({u.owner for u in plan.units}),
+            "session_groups_converted": len(converting),
             "inputs_reused": reused_inputs,
             "inputs_converted": len(inputs) - reused_inputs,
             "verified": bool(verify and plan.reused),
