@@ -119,8 +119,18 @@ def convert(
         key = reuse.run_key(found.tool_result_files)
         previous = None if full else output.previous_state()
         plan = reuse.plan(found_all.units, previous, key=key)
+        # a batch whose parts are no longer all there (removed by hand) is converted again
+        missing = {
+            owner for b in plan.reused
+            if output.parts(b["part"], list(b["counts"]), previous=True) != list(b["counts"])
+            or output.parts(b["part"], b.get("work", []), work=True, previous=True) != b.get("work", [])
+            for owner in b["groups"]
+        }
         if verify and plan.reused:
-            plan = _verified(plan, found_all.units, previous, key)
+            missing |= _unverified(plan, found_all.units)
+        if missing:
+            kept = {**previous, "batches": [b for b in previous["batches"] if not missing & set(b["groups"])]}
+            plan = replace(reuse.plan(found_all.units, kept, key=key), complete=False)
         owners_fp = reuse.fingerprints(found_all.units)
         total = sum(u.size for u in found_all.units)
         converting = {u.owner for u in plan.units}
@@ -154,12 +164,14 @@ def convert(
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
                 owners = sorted({u.owner for u in result.units})
+                part = reuse.part_id(owners)
                 state_batches.append({
-                    "part": reuse.part_id(owners),
+                    "part": part,
                     "groups": {owner: owners_fp[owner] for owner in owners},
                     "inputs": result.inputs,
                     "skipped": [list(s) for s in result.skipped],
                     "counts": result.counts,
+                    "work": output.parts(part, list(WORK_SCHEMAS), work=True),
                 })
                 done += sum(u.size for u in result.units)
                 if progress:
@@ -235,8 +247,8 @@ def convert(
     )
 
 
-def _verified(plan: reuse.Plan, units: list[Unit], previous: dict, key: str) -> reuse.Plan:
-    """The plan without the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
+def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
+    """Owners of the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
     owners = {owner for batch in plan.reused for owner in batch["groups"]}
     digests = {}
     for unit in units:
@@ -244,11 +256,7 @@ def _verified(plan: reuse.Plan, units: list[Unit], previous: dict, key: str) -> 
             for stream in unit.load().streams:
                 with stream.open() as f:
                     digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
-    changed = reuse.unverified(plan.reused, digests)
-    if not changed:
-        return plan
-    kept = {**previous, "batches": [b for b in previous["batches"] if not changed & set(b["groups"])]}
-    return replace(reuse.plan(units, kept, key=key), complete=False)
+    return reuse.unverified(plan.reused, digests)
 
 
 def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:

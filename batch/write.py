@@ -164,6 +164,12 @@ class Output:
     def previous_manifest(self) -> dict:
         return json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
 
+    def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
+        """The tables among `tables` that have a part named `part`, in this run's folder or the previous output."""
+        root = self.out if previous else self.tmp
+        folder = root / WORK if work else root
+        return [t for t in tables if (folder / t / f"part-{part}.parquet").is_file()]
+
     def reuse(self, part: str, tables: list[str], work_tables: list[str]) -> None:
         """Hard-link (else copy) the previous output's parts named `part` into this run's folder.
 

@@ -138,6 +138,17 @@ def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
 
 
+@pytest.mark.parametrize("folder", ["records", "_work/session_streams"])
+def test_a_batch_whose_part_was_removed_is_converted_again(sample, tmp_path, folder):
+    out = tmp_path / "out"
+    batch.convert([sample], out, batch_bytes=1)
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    next((out / folder).glob("part-*.parquet")).unlink()
+    batch.convert([sample], out, batch_bytes=1)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
+
+
 def test_full_reuses_nothing(sample, tmp_path):
     out = tmp_path / "out"
     batch.convert([sample], out, batch_bytes=1)
