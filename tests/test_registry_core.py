@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS, NEW_CORPUS, older, one, rows
+from conftest import CORPUS, NEW_CORPUS, older, one, part_native, rows
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
@@ -171,7 +171,7 @@ def test_queued_command_of_a_person_stays_an_attachment_with_its_data(authored):
     row = record(authored, AUTHORS, uid(A, 4))
     assert (row["kind"], row["native_subtype"]) == ("attachment", "queued_command")
     part = one(authored["parts"], record_id=row["record_id"])
-    assert json.loads(part["native"])["prompt"] == "also update the README"
+    assert part_native(authored, part)["prompt"] == "also update the README"
 
 
 @pytest.mark.parametrize("n", [18, 20], ids=["coordinator", "observer"])
@@ -617,7 +617,7 @@ def test_structured_attachment_is_a_complete_data_part_with_its_rendered_text(au
     assert part["schema"] == "com.anthropic.claude-code/attachment/selected_lines_in_ide"
     assert part["capture_state"] == "complete"
     native = json.loads(record(authored, ATTACHMENTS, uid(ATT, 1))["native"])
-    assert json.loads(part["native"]) == native["attachment"]
+    assert part_native(authored, part) == native["attachment"]
     assert json.loads(part["display_content"]) == native["rendered"]
 
 
@@ -911,7 +911,7 @@ def test_unknown_attachment_type_is_an_attachment_with_its_data(authored):
     assert (row["kind"], row["native_subtype"]) == ("attachment", "brand_new_thing")
     part = data_part(authored, row["record_id"])
     assert part["schema"] == "com.anthropic.claude-code/attachment/brand_new_thing"
-    assert json.loads(part["native"])["payload"] == {"level": 3, "tags": ["x"]}
+    assert part_native(authored, part)["payload"] == {"level": 3, "tags": ["x"]}
 
 
 def test_unknown_system_subtype_is_kept_as_unknown(authored):
