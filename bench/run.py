@@ -1,6 +1,7 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
     python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N] [--floor]
+                        [--session-mb MIB]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -9,7 +10,9 @@ prints in one run: input MiB, files and lines; the warm time of
 of `asr-batch convert ARCHIVE --out OUT --quiet` run as a subprocess; their ratio; MiB/s; and the
 peak RSS of the convert process alone (measured by a small wrapper process, so the DuckDB scan
 of this process does not count). With --floor it also times the least work of any converter that
-hashes its inputs and keeps every line's JSON (see `floor`). The figures are also written to
+hashes its inputs and keeps every line's JSON (see `floor`) and the convert's ratio to it, in wall
+and CPU seconds; with --session-mb, one session of that size built from the archive
+(bench/session.py), converted alone, with its peak RSS. The figures are also written to
 bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
@@ -37,7 +40,7 @@ import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-FLOOR_TARGET = 2.5  # convert / floor, wall and CPU seconds (issue 12)
+FLOOR_TARGET = 2.5  # convert / floor, in wall and in CPU seconds
 RSS_TARGET_MIB = 1024
 SESSION_RSS_TARGET_MIB = 2048  # one session of 1 GiB, subagents included
 

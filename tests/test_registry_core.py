@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -610,6 +611,33 @@ ATT = "8a000000"
 
 def data_part(t: dict, key: str) -> dict:
     return one(t["parts"], record_id=key, part_type="data")
+
+
+def test_every_part_names_its_block_in_the_verbatim_json_of_its_line(corpus_out: Path):
+    # the query of docs/asr-tables.md "Exact JSON": each block is found once, and is the block the part types
+    con = duckdb.connect()
+    for name in ("parts", "records", "source_lines"):
+        con.execute(f"create view {name} as select * from read_parquet('{corpus_out / name}/*.parquet')")
+    blocks = con.sql("""
+        with objects as (
+            select l.source_file, l.line, l.sub, coalesce(l.native, r.native) as json
+            from source_lines as l
+            left join records as r on r.record_id = l.record_id and l.native is null
+            where l.status in ('mapped', 'folded', 'recovered')
+        )
+        select p.record_id, p.part_index, p.part_type, p.text, json_extract(o.json, p.native_path) as block
+        from parts as p
+        join objects as o
+            on o.source_file = p.source_file and o.line = p.source_line and o.sub is not distinct from p.source_sub
+    """).pl()
+    parts = con.sql("select count(*) from parts").fetchall()[0][0]
+    assert blocks.height == parts == blocks.select("record_id", "part_index").n_unique()
+    assert blocks["block"].null_count() == 0
+    typed = blocks.filter(pl.col("block").str.starts_with("{") & (pl.col("part_type") != "data"))
+    assert (typed["block"].str.json_path_match("$.type") == typed["part_type"]).all()
+    strings = blocks.filter(pl.col("block").str.starts_with('"'))  # a string content read as one text block
+    assert strings.height > 0
+    assert (strings["block"].str.json_decode(pl.String) == strings["text"]).all()
 
 
 def test_structured_attachment_is_a_complete_data_part_with_its_rendered_text(authored):
