@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py --floor
+	$(BIN)/python bench/run.py --floor --session-mb 1024
 
 # Run every notebook headless against an output folder: make notebooks OUT=asr-out [CHARTS=dir for PNGs]
 OUT ?= out

@@ -6,7 +6,11 @@
 -- is external when the file is in the archive, truncated when it is gone.
 -- reads: batch_tool_result_files, observation_keys
 with live as (
-    select record_id, session_key, ord, line, native_type, native_subtype, content, content_type, top_content, json,
+    select
+        record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, content, content_type,
+        top_content, json,
+        -- a record rebuilt from agent_progress copies: its object is data.message of the parent's line
+        case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
     from observation_keys
     where is_live
 ),
@@ -26,6 +30,7 @@ array_blocks as (
         unnest(json_extract(content, '$[*]')) as block,
         unnest(range(json_array_length(content)::bigint)) as block_index,
         false as is_attachment_data,
+        source_file, sub, object_path || '.message.content' as block_path, true as is_element,
     from live
     where content_type = 'ARRAY'
 ),
@@ -40,6 +45,8 @@ string_blocks as (
         json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$')) as block,
         0 as block_index,
         false as is_attachment_data,
+        source_file, sub, object_path || case when content is null then '.content' else '.message.content' end as block_path,
+        false as is_element,
     from live
     where content_type = 'VARCHAR'
         or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR')
@@ -56,6 +63,7 @@ hook_context_blocks as (
         json_object('type', 'text', 'text', unnest(json_extract_string(json, '$.attachment.content[*]'))) as block,
         unnest(range(json_array_length(json->'$.attachment.content')::bigint)) as block_index,
         false as is_attachment_data,
+        source_file, sub, object_path || '.attachment.content' as block_path, true as is_element,
     from attachments
     where native_subtype = 'hook_additional_context' and json_type(json->'$.attachment.content') = 'ARRAY'
 ),
@@ -70,6 +78,7 @@ attachment_blocks as (
         json->'$.attachment' as block,
         0 as block_index,
         true as is_attachment_data,
+        source_file, sub, object_path || '.attachment' as block_path, false as is_element,
     from attachments
     where json_type(json->'$.attachment') = 'OBJECT'
 ),
@@ -161,7 +170,11 @@ shaped as (
             and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
             as is_empty_data,
         r.display_content,
+        d.source_file,
         d.line as source_line,
+        d.sub as source_sub,
+        -- an array's block is its element; a string content, or an attachment, is the value itself
+        d.block_path || case when d.is_element then '[' || d.block_index || ']' else '' end as native_path,
         d.block::varchar as native,
     from decoded as d
     left join rendered as r using (record_id)
@@ -169,7 +182,7 @@ shaped as (
 
 final as (
     select
-        * exclude (is_empty_data, persisted_file, display_content, source_line, native),
+        * exclude (is_empty_data, persisted_file, display_content, source_file, source_line, source_sub, native_path, native),
         case
             when is_empty_data then 'empty'
             when persisted_file is null then 'complete'
@@ -178,7 +191,11 @@ final as (
         end as capture_state,
         persisted_file,
         display_content,
+        source_file,
         source_line,
+        source_sub,
+        native_path,
+        -- the block's JSON, read by fact tables of the batch; not written (native_path names it)
         native,
     from (
         select

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -37,6 +38,16 @@ def one(frame: pl.DataFrame, **where) -> dict:
     found = rows(frame, **where)
     assert found.height == 1, (where, found.height)
     return found.row(0, named=True)
+
+
+def part_native(t: dict, part: dict) -> object:
+    """The block a part names, read back from its line's verbatim JSON (docs/asr-tables.md, Exact JSON)."""
+    line = one(t["source_lines"], source_file=part["source_file"], line=part["source_line"], sub=part["source_sub"])
+    text = line["native"] if line["native"] is not None else one(t["records"], record_id=line["record_id"])["native"]
+    value = json.loads(text)
+    for key, index in re.findall(r"\.(\w+)|\[(\d+)\]", part["native_path"].removeprefix("$")):
+        value = value[key] if key else value[int(index)]
+    return value
 
 
 def uid(n: int) -> str:

@@ -9,6 +9,7 @@ import polars as pl
 
 from batch.formats.entire_transcript import map_usage, read_etf
 from batch.schema.core import INFERENCE_OBSERVATIONS, LOSSES, PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
+from conftest import one, part_native
 from tests.entire_repos import fixture
 
 CLAUDE = "v1branch_etf_claude_code_2.1.210.jsonl"
@@ -53,6 +54,17 @@ def test_real_claude_code_etf():
     assert first["turn_id"] == "671455ef-a8fd-4837-9096-b335a97d7bbf"  # the prompt's id, carried forward
     assert frames.records.row(1, named=True)["turn_id"] == first["turn_id"]
     assert frames.first_line == 1
+
+
+def test_parts_name_their_block_in_the_line():
+    frames = read_etf(fixture(CLAUDE), session_key="s", source_file="0/transcript.jsonl")
+    tables = {"source_lines": frames.source_lines, "records": frames.records}
+    for part in frames.parts.iter_rows(named=True):
+        block = part_native(tables, part)
+        if part["part_type"] == "tool_result":  # an inlined result is the record after its call
+            assert block == json.loads(one(frames.records, record_id=part["record_id"])["native"])
+        else:
+            assert block.get("type", "text") == part["part_type"], part["native_path"]
 
 
 def test_real_codex_etf_has_no_per_call_usage():

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import CORPUS, NEW_CORPUS, one, read_tables, rows
+from conftest import CORPUS, NEW_CORPUS, one, part_native, read_tables, rows
 
 CUTESTICKY = "bd282509-c6ca-4b2e-ad2d-3d9cd0bb8be5"  # 2.1.158
 PV = "dbea81d5-9c8d-465e-934a-a8857a479d61"  # 2.1.185
@@ -235,7 +235,7 @@ def test_real_attachments_are_data_parts_of_their_type(corpus):
     for row in data.iter_rows(named=True):
         attachment = expected[row["record_id"]]
         assert row["schema"] == f"com.anthropic.claude-code/attachment/{attachment['type']}"
-        assert json.loads(row["native"]) == attachment
+        assert part_native(corpus, row) == attachment
         empty = set(attachment) == {"type"}
         assert row["capture_state"] == ("empty" if empty else "complete"), row["record_id"]
 

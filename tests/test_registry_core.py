@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS, NEW_CORPUS, older, one, rows
+from conftest import CORPUS, NEW_CORPUS, older, one, part_native, rows
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "core"
@@ -171,7 +172,7 @@ def test_queued_command_of_a_person_stays_an_attachment_with_its_data(authored):
     row = record(authored, AUTHORS, uid(A, 4))
     assert (row["kind"], row["native_subtype"]) == ("attachment", "queued_command")
     part = one(authored["parts"], record_id=row["record_id"])
-    assert json.loads(part["native"])["prompt"] == "also update the README"
+    assert part_native(authored, part)["prompt"] == "also update the README"
 
 
 @pytest.mark.parametrize("n", [18, 20], ids=["coordinator", "observer"])
@@ -612,12 +613,39 @@ def data_part(t: dict, key: str) -> dict:
     return one(t["parts"], record_id=key, part_type="data")
 
 
+def test_every_part_names_its_block_in_the_verbatim_json_of_its_line(corpus_out: Path):
+    # the query of docs/asr-tables.md "Exact JSON": each block is found once, and is the block the part types
+    con = duckdb.connect()
+    for name in ("parts", "records", "source_lines"):
+        con.execute(f"create view {name} as select * from read_parquet('{corpus_out / name}/*.parquet')")
+    blocks = con.sql("""
+        with objects as (
+            select l.source_file, l.line, l.sub, coalesce(l.native, r.native) as json
+            from source_lines as l
+            left join records as r on r.record_id = l.record_id and l.native is null
+            where l.status in ('mapped', 'folded', 'recovered')
+        )
+        select p.record_id, p.part_index, p.part_type, p.text, json_extract(o.json, p.native_path) as block
+        from parts as p
+        join objects as o
+            on o.source_file = p.source_file and o.line = p.source_line and o.sub is not distinct from p.source_sub
+    """).pl()
+    parts = con.sql("select count(*) from parts").fetchall()[0][0]
+    assert blocks.height == parts == blocks.select("record_id", "part_index").n_unique()
+    assert blocks["block"].null_count() == 0
+    typed = blocks.filter(pl.col("block").str.starts_with("{") & (pl.col("part_type") != "data"))
+    assert (typed["block"].str.json_path_match("$.type") == typed["part_type"]).all()
+    strings = blocks.filter(pl.col("block").str.starts_with('"'))  # a string content read as one text block
+    assert strings.height > 0
+    assert (strings["block"].str.json_decode(pl.String) == strings["text"]).all()
+
+
 def test_structured_attachment_is_a_complete_data_part_with_its_rendered_text(authored):
     part = data_part(authored, f"{ATTACHMENTS}:{uid(ATT, 1)}")
     assert part["schema"] == "com.anthropic.claude-code/attachment/selected_lines_in_ide"
     assert part["capture_state"] == "complete"
     native = json.loads(record(authored, ATTACHMENTS, uid(ATT, 1))["native"])
-    assert json.loads(part["native"]) == native["attachment"]
+    assert part_native(authored, part) == native["attachment"]
     assert json.loads(part["display_content"]) == native["rendered"]
 
 
@@ -911,7 +939,7 @@ def test_unknown_attachment_type_is_an_attachment_with_its_data(authored):
     assert (row["kind"], row["native_subtype"]) == ("attachment", "brand_new_thing")
     part = data_part(authored, row["record_id"])
     assert part["schema"] == "com.anthropic.claude-code/attachment/brand_new_thing"
-    assert json.loads(part["native"])["payload"] == {"level": 3, "tags": ["x"]}
+    assert part_native(authored, part)["payload"] == {"level": 3, "tags": ["x"]}
 
 
 def test_unknown_system_subtype_is_kept_as_unknown(authored):

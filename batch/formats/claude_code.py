@@ -89,7 +89,7 @@ COVERAGE = {
     "format": "claude-code-jsonl",
     "policy": (
         "Fields decoded into columns are listed per registry item in docs/coverage.md with the test that "
-        "shows each. Every other field is kept verbatim (records.native, parts.native, source_lines.native). "
+        "shows each. Every other field is kept verbatim, once (records.native, source_lines.native; parts name their block by native_path). "
         "An item is qualified for a version only by a real transcript of that version; items shown only by "
         "authored fixtures are covered but unqualified. Covering an event is not covering every field of its payload. "
         "The registry entry states its contracts for 2.1.219-2.1.305; the real transcripts converted by the tests "
@@ -174,7 +174,7 @@ def convert(
     sql.register(con, "batch_parts", parts)
     tables = {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
-        "parts": parts,
+        "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
         "tool_calls": sql.frame(con, "tool_calls"),
         "source_lines": sql.frame(con, "source_lines_out"),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),

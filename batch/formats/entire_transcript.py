@@ -146,7 +146,7 @@ def read_etf(
                 observations[message_id]["line_count"] += 1
         results = []
         for index, block in enumerate(blocks):
-            parts.append(_part(block, record_id, session_key, index, number))
+            parts.append(_part(block, record_id, session_key, index, source_file, number, isinstance(line.get("content"), str)))
             if block.get("type") == "tool_use":
                 result = block.get("result") if isinstance(block.get("result"), dict) else None
                 call_id = block.get("id") if isinstance(block.get("id"), str) else None
@@ -159,8 +159,8 @@ def read_etf(
                     "input": _dump(block.get("input")), "result_native": _dump(result) if result else None,
                 })
                 if result is not None:
-                    results.append((call_id, result))
-        for k, (call_id, result) in enumerate(results, start=1):
+                    results.append((call_id, result, index))
+        for k, (call_id, result, index) in enumerate(results, start=1):
             # the inlined result becomes a tool_result record after its call, at the same line
             inlined_results += 1
             seq += 1
@@ -176,7 +176,8 @@ def read_etf(
                 "record_id": result_id, "session_key": session_key, "part_index": 0, "part_type": "tool_result",
                 "text": output if isinstance(output, str) else None, "call_id": call_id,
                 "is_error": None if "status" not in result else result.get("status") == "error",
-                "capture_state": "complete", "source_line": number, "native": _dump(result),
+                "capture_state": "complete", "source_file": source_file, "source_line": number,
+                "native_path": f"$.content[{index}].result",
             })
             for call in calls:
                 if call["call_record_id"] == record_id and call["call_id"] == call_id:
@@ -218,7 +219,7 @@ def _blocks(content: object) -> list[dict]:
     return []
 
 
-def _part(block: dict, record_id: str, session_key: str, index: int, line: int) -> dict:
+def _part(block: dict, record_id: str, session_key: str, index: int, source_file: str, line: int, is_string: bool) -> dict:
     # v1 quirk: user text blocks carry no type
     part_type = block.get("type") if isinstance(block.get("type"), str) else "text"
     source = block.get("source") if isinstance(block.get("source"), dict) else {}
@@ -230,7 +231,8 @@ def _part(block: dict, record_id: str, session_key: str, index: int, line: int) 
         "tool_name": block.get("name") if part_type == "tool_use" and isinstance(block.get("name"), str) else None,
         "tool_input": _dump(block.get("input")) if part_type == "tool_use" else None,
         "media_type": source.get("media_type") if isinstance(source.get("media_type"), str) else None,
-        "capture_state": "complete", "source_line": line, "native": _dump(block),
+        "capture_state": "complete", "source_file": source_file, "source_line": line,
+        "native_path": "$.content" if is_string else f"$.content[{index}]",
     }
 
 

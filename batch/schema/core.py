@@ -147,8 +147,13 @@ PARTS = Table(
         _c("persisted_file", STR, "name of the tool-results/ file a persisted tool output points to"),
         _c("display_content", JSON, "an attachment's rendered text (UI rendering, `rendered`), kept apart from its data",
            json=True),
+        _c("source_file", STR, "file of the line the block was first seen on"),
         _c("source_line", I64, "physical line the block was first seen on"),
-        _c("native", JSON, "the block, verbatim JSON", json=True),
+        _c("source_sub", I64, "k when that line held several objects and the block is in the k-th (source_lines.sub)"),
+        _c("native_path", STR, "JSON path of the block in that object, which source_lines (source_file, line, sub) "
+           "names: `$.message.content[2]`, `$.message.content` (a string content), `$.content`, `$.attachment`, "
+           "`$.attachment.content[0]`; `$.data.message.message.content[1]` for a record rebuilt from an "
+           "agent_progress copy. The block's JSON is not stored twice: see docs/asr-tables.md, Exact JSON"),
     ),
 )
 
