@@ -292,7 +292,8 @@ SOURCE_LINES = Table(
         _c("status", STR, "mapped (holds the kept observation), folded (joined into a response), duplicate "
            "(an earlier or identical observation of a uuid), recovered (one of several objects on a line), "
            "rejected, uncommitted (bytes after the file's last newline that do not parse: not yet committed by "
-           "the writer, kept in raw; neither a reject nor a loss), or foreign (the file is not Claude Code JSONL)"),
+           "the writer, kept in raw; neither a reject nor a loss), or foreign (the file is not Claude Code JSONL, or a "
+           "file named with --entire-events holds no event)"),
         _c("reason", STR, "why the line was rejected, recovered, marked duplicate or left uncommitted"),
         _c("record_id", STR, "record the line went into"),
         _c("native", JSON, "the object's JSON when records.native does not hold it verbatim "
@@ -311,7 +312,8 @@ REJECTS = Table(
         _c("line", I64, "physical line number; null for a foreign file"),
         _c("byte_offset", I64, "byte offset of the line"),
         _c("byte_length", I64, "length in bytes"),
-        _c("reason", STR, "invalid_json, not_an_object, foreign_file"),
+        _c("reason", STR, "invalid_json, not_an_object, foreign_file; for an Entire events file also not_an_event "
+           "(type is not an integer) and missing_session_id"),
         _c("detail", STR, "parser message or what the file looks like"),
         _c("first_bytes", STR, "the first 120 bytes, decoded with replacement"),
         _c("raw", pa.large_binary(), "the whole line as read (null for a foreign file, which stays on disk)"),
