@@ -67,6 +67,8 @@ final as (
         case
             when not is_json then 'not valid JSON'
             when not is_object then 'a JSON value that is not an object'
+            when event_type is null and type_json in ('UBIGINT', 'BIGINT') then 'type is an integer beyond 64 bits: '
+                || 'not an agent-protocol event type'
             when event_type is null then 'type is ' || coalesce(lower(type_json), 'absent')
                 || ', not an integer: not an agent-protocol event (the append-only message, append, result, '
                 || 'usage and drop records are not read)'

@@ -9,10 +9,14 @@ subagent_type, task_description, metadata), so they show the mapping, not a writ
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime, timezone
+from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import batch
 from batch.cli import main
@@ -295,3 +299,36 @@ def test_a_folder_of_events_reads_its_jsonl_files_and_lists_the_others(tmp_path)
     found = find([tmp_path / "hooks", tmp_path / "hooks"])  # one folder named twice is read once
     assert [shown for _, shown in found.files] == ["hooks/a/c.jsonl", "hooks/b.jsonl"]
     assert found.skipped == [("hooks/notes.txt", "not a .jsonl file of Entire events")]
+
+
+JSON_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False),
+    st.text(max_size=8), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    line=st.integers(min_value=0, max_value=len(LINES) - 1),
+    field=st.sampled_from(["type", "session_id", "previous_session_id", "timestamp", "model"]),
+    value=JSON_VALUES,
+    cut=st.one_of(st.none(), st.integers(min_value=1, max_value=40)),
+)
+def test_events_with_a_field_of_another_type_or_a_cut_line_lose_no_line(tmp_path, line, field, value, cut):
+    lines = list(LINES)
+    if isinstance(lines[line], dict):
+        lines[line] = {**lines[line], field: value}
+    if cut is not None:
+        text = lines[line] if isinstance(lines[line], str) else json.dumps(lines[line])
+        lines[line] = text[:cut]
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    transcript(folder / "src")
+    write_lines(folder / EVENTS, lines)
+    batch.convert([folder / "src"], folder / "out", entire_events=[folder / "hooks"])
+    source_lines = table(folder / "out", "source_lines").filter(pl.col("source_file") == EVENTS)
+    assert source_lines.height == sum(1 for x in lines if (x if isinstance(x, str) else "x").strip())
+    records = table(folder / "out", "records")
+    assert records.get_column("record_id").is_duplicated().sum() == 0
+    assert records.select("session_key", "seq").is_duplicated().sum() == 0
+    mapped = source_lines.filter(pl.col("status") == "mapped").height
+    assert records.filter(pl.col("record_source") == "entire_events").height == mapped
