@@ -244,6 +244,13 @@ def test_cli_option_and_a_missing_path_is_one_error_line(capsys, tmp_path):
     assert not (tmp_path / "out2").exists()
     assert err.startswith("Error: --entire-events ") and "no such file or folder" in err
     assert len(err.strip().splitlines()) == 1
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "--entire-events", str(tmp_path / "empty"), "--out", str(tmp_path / "out3")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1
+    assert err.startswith("Error: --entire-events ") and "no .jsonl file in this folder" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_tail_numbers_records_without_seq_after_their_stream():

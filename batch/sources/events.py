@@ -24,7 +24,7 @@ class EventFiles:
 
 
 def find(paths: list[Path]) -> EventFiles:
-    """Every events file under `paths`, in name order; a path that does not exist is an error."""
+    """Every events file under `paths`, in name order; a path that does not exist or holds none is an error."""
     found = EventFiles()
     for path in paths:
         if not path.exists():
@@ -37,9 +37,11 @@ def find(paths: list[Path]) -> EventFiles:
             continue
         found.roots.append(root)
         prefix = display(root.name) or "/"
+        before = len(found.files)
         if root.is_file():
             found.files.append((root, prefix))
             continue
+
         def unreadable(exc: OSError, root=root, prefix=prefix) -> None:
             rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
             found.skipped.append((prefix if rel == "." else f"{prefix}/{display(rel)}",
@@ -56,5 +58,10 @@ def find(paths: list[Path]) -> EventFiles:
                     found.files.append((file, shown))
                 else:
                     found.skipped.append((shown, "not a .jsonl file of Entire events"))
+        if len(found.files) == before:
+            raise SourceError(
+                f"--entire-events {path}: no .jsonl file in this folder. Pass a JSONL file of Entire agent-protocol "
+                "events, or a folder holding them."
+            )
     found.files.sort(key=lambda f: f[1])
     return found
