@@ -72,6 +72,14 @@ def convert_cmd(
             "sources is imported too.",
         ),
     ] = None,
+    entire_events: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--entire-events", metavar="PATH", show_default=False,
+            help="A JSONL file of Entire agent-protocol lifecycle events (hook data), or a folder of them "
+            "(repeatable); events join the session they name.",
+        ),
+    ] = None,
     all_checkpoints: Annotated[
         bool,
         typer.Option(
@@ -116,11 +124,12 @@ def convert_cmd(
     Over a previous output, sessions whose files kept their size and modification time are reused,
     and only the others are converted again.
     """
-    paths = list(sources) if sources else ([] if entire else [default_source()])
+    paths = list(sources) if sources else ([] if entire or entire_events else [default_source()])
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
     with _progress(quiet) as progress:
         result = convert(
-            paths, out, entire=list(entire or ()), all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
+            paths, out, entire=list(entire or ()), entire_events=list(entire_events or ()),
+            all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
             workers=workers, full=full, verify=verify, progress=progress, warn=warn,
         )
     if not quiet:

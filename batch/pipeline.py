@@ -19,18 +19,19 @@ import pyarrow as pa
 
 from batch import reuse, sql
 from batch.errors import OutputError, SourceError
-from batch.formats import claude_code, entire_checkpoint
+from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
 from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
+from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import Output, fault
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
-FORMATS = {claude_code.FORMAT: claude_code.convert}
+FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
 SOURCE_LOSSES = "source_losses"
 # What the final stage reports in the manifest besides its tables (sql/<name>.sql).
 MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
@@ -83,6 +84,7 @@ def convert(
     out: Path,
     *,
     entire: list[Path] | tuple[Path, ...] = (),
+    entire_events: list[Path] | tuple[Path, ...] = (),
     all_checkpoints: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     workers: int | None = None,
@@ -95,7 +97,8 @@ def convert(
 
     A source that is a Git repository (working tree root, bare repository, mirror), and every path of
     `entire`, is read as Entire checkpoints: by default the newest checkpoint of each session, every
-    checkpoint with `all_checkpoints`. Any other source is read as Claude Code transcript files.
+    checkpoint with `all_checkpoints`. Any other source is read as Claude Code transcript files. Every path of
+    `entire_events` is a JSONL file (or a folder of them) of Entire agent-protocol lifecycle events.
     `workers` batches are converted at once (default: `default_workers()`); memory grows with
     `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
     split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
@@ -106,7 +109,7 @@ def convert(
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
-    found_all = _discover(sources, list(entire), combine=all_checkpoints)
+    found_all = _discover(sources, list(entire), combine=all_checkpoints, events=list(entire_events))
     found = found_all.found
     _check_apart(found.roots, out)
     if not found_all.units:
@@ -263,7 +266,7 @@ def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:
     return [{"path": p, "reason": r} for p, r in sorted(skipped)]
 
 
-def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inputs:
+def _discover(sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = ()) -> _Inputs:
     """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files."""
     repos = [p for p in sources if is_repository(p)] + entire
     paths = [p for p in sources if p not in repos]
@@ -277,6 +280,11 @@ def _discover(sources: list[Path], entire: list[Path], *, combine: bool) -> _Inp
         if git_folder not in found.roots:
             found.roots.append(git_folder)
     all_units = units(found.files) + [u for imp in imports for u in imp.units]
+    if events:  # files of Entire lifecycle events, named with --entire-events
+        event_units, event_files = entire_events.discover(events)
+        all_units += event_units
+        found.skipped += event_files.skipped
+        found.roots += [r for r in event_files.roots if r not in found.roots]
     return _Inputs(found, all_units, imports)
 
 
@@ -416,6 +424,7 @@ def _convert_batch_on(
             frames.setdefault(table, []).insert(0, frame)
         inputs.extend(converted.inputs)
         skipped.extend(converted.skipped)
+    tail.number(frames)  # records from another file than their stream's transcript: after it
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:

@@ -7,14 +7,16 @@
 -- sidechain matched by prompt text. A subagent of an Entire
 -- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
--- prefix is referenced, not copied) name the other session by its sessionId.
+-- prefix is referenced, not copied) name the other session by its sessionId. continues: an Entire
+-- lifecycle event's previous_session_id (companion: reason other, evidence native_field).
 -- reads: lineage_evidence, session_streams, tool_calls
 with evidence as (
     select * from lineage_evidence
 ),
 
 streams as (
-    select session_key, stream_kind from session_streams
+    -- a session with a transcript and lifecycle events has two rows there
+    select distinct session_key, stream_kind from session_streams
 ),
 
 calls as (
@@ -67,6 +69,7 @@ spawned_edges as (
             else 'content_match'
         end as evidence,
         p.evidence_detail,
+        cast(null as varchar) as reason,
     from spawned as p
     join streams as s using (session_key)
     left join calls as c using (call_id)
@@ -83,9 +86,11 @@ fork_edges as (
         cast(null as varchar) as role,
         'native_field' as evidence,
         string_agg(distinct e.source, ',' order by e.source) as evidence_detail,
+        -- Entire's previous_session_id does not say why the session continues another
+        case when e.relation = 'continues' then 'other' end as reason,
     from evidence as e
     join streams as s on s.session_key = e.child_session_key
-    where e.relation in ('forked_from', 'inherits')
+    where e.relation in ('forked_from', 'inherits', 'continues')
     group by e.child_session_key, e.relation
 ),
 

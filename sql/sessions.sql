@@ -1,7 +1,51 @@
 -- sessions: one row per stream, with its parent stream resolved across batches.
 -- reads: background_tasks, lineage, session_streams
-with streams as (
+with all_streams as (
     select * from session_streams
+),
+
+-- Entire lifecycle events (formats/entire_events.py): a row per (events file, session), joined here
+-- to the session's transcript row when there is one: SessionStart sets started_at, the event
+-- records and lines count with the transcript's; a session with events only is a row of its own
+event_rows as (
+    select
+        session_key,
+        min(started_at) as started_at,
+        max(ended_at) as ended_at,
+        cast(sum(record_count) as bigint) as record_count,
+        cast(sum(line_count) as bigint) as line_count,
+        flatten(list(source_files order by source_files)) as source_files,
+    from all_streams
+    where producer_source = 'entire-agent-events'
+    group by session_key
+),
+
+transcript_rows as (
+    select * from all_streams where producer_source is distinct from 'entire-agent-events'
+),
+
+streams as (
+    select
+        t.* replace (
+            coalesce(e.started_at, t.started_at) as started_at,
+            greatest(t.ended_at, e.ended_at) as ended_at,
+            t.record_count + coalesce(e.record_count, 0) as record_count,
+            t.line_count + coalesce(e.line_count, 0) as line_count,
+            list_concat(t.source_files, coalesce(e.source_files, [])) as source_files
+        ),
+    from transcript_rows as t
+    left join event_rows as e using (session_key)
+    union all by name
+    select
+        r.* replace (
+            e.started_at as started_at, e.ended_at as ended_at, e.record_count as record_count,
+            e.line_count as line_count, e.source_files as source_files
+        ),
+    from all_streams as r
+    join event_rows as e using (session_key)
+    where r.producer_source = 'entire-agent-events'
+        and r.session_key not in (select session_key from transcript_rows)
+    qualify row_number() over (partition by r.session_key order by r.source_files) = 1
 ),
 
 spawned as (

@@ -9,7 +9,8 @@ from batch.schema.base import col as _c
 
 POSITION_DOC = (
     "position in the native transcript (ASR-014): `line:N` for physical line N, "
-    "`line:N#k` for the k-th object recovered from a line holding several"
+    "`line:N#k` for the k-th object recovered from a line holding several; `events:line:N` for line N "
+    "of an Entire lifecycle events file"
 )
 
 SESSIONS = Table(
@@ -27,11 +28,14 @@ SESSIONS = Table(
         _c("agent_id", STR, "native agentId of a subagent"),
         _c("agent", STR, "agent that wrote the transcript: claude-code; for an Entire session without a Claude Code "
            "transcript, the agent Entire names (codex, gemini-cli, ...)"),
-        _c("producer_method", STR, "how the records were produced: converter, or import (Entire Transcript Format); "
+        _c("producer_method", STR, "how the records were produced: converter, or import (Entire Transcript Format, "
+           "or a session known only from Entire lifecycle events); "
            "null for an Entire session with no usable transcript"),
-        _c("producer_source", STR, "native format converted: claude-code-jsonl, or entire-transcript"),
+        _c("producer_source", STR, "native format converted: claude-code-jsonl, entire-transcript, or "
+           "entire-agent-events (a session known only from lifecycle events)"),
         _c("content_level", STR, "full for native transcripts; redacted for Entire checkpoints"),
-        _c("started_at", TS, "earliest record timestamp of the stream (UTC)"),
+        _c("started_at", TS, "earliest record timestamp of the stream (UTC); the timestamp of an Entire "
+           "SessionStart event when one names the session"),
         _c("ended_at", TS, "latest record timestamp of the stream (UTC)"),
         _c("cwd", STR, "first working directory recorded"),
         _c("cwds", STRS, "every distinct working directory, in first-seen order"),
@@ -42,7 +46,7 @@ SESSIONS = Table(
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
         _c("is_async", BOOL, "for a subagent: launched in the background (Agent with run_in_background), see background_tasks; null for other streams"),
-        _c("source_files", STRS, "input files holding the stream"),
+        _c("source_files", STRS, "input files holding the stream (Entire lifecycle events files after the transcripts)"),
         _c("rebuilt_from", STR, "agent_progress when the subagent transcript is absent and the stream was rebuilt "
            "from the copies its parent's progress lines embed; else null"),
         _c("client_name", STR, "client that wrote the stream: the first entrypoint (cli, sdk-cli, ...)"),
@@ -73,7 +77,8 @@ RECORDS = Table(
         _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
            "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
-           "turn_stats, unknown"),
+           "turn_stats, subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
+           "event: audit only), unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
         _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),
@@ -113,8 +118,9 @@ RECORDS = Table(
         _c("copied_from_uuid", STR, "forkedFrom.messageUuid: the record it was copied from"),
         _c("assembly_mode", STR, "folded when the record was assembled from several lines sharing message.id (ASR-511)"),
         _c("observation_count", I64, "input objects folded or deduplicated into this record"),
-        _c("record_source", STR, "transcript (a line of the stream's own file) or agent_progress (rebuilt from a "
-           "copy embedded in the parent's progress line; position then reads agent_progress:line:N of the parent file)"),
+        _c("record_source", STR, "transcript (a line of the stream's own file), agent_progress (rebuilt from a "
+           "copy embedded in the parent's progress line; position then reads agent_progress:line:N of the parent file), "
+           "entire_transcript, or entire_events (an Entire lifecycle event, after the stream's transcript records)"),
         _c("copy_of_record_id", STR, "for an agent_progress record: the subagent record its embedded message copies"),
         _c("has_revision_history", BOOL, "a uuid of this record was written again with different content "
            "(the overwritten snapshots are kept in source_lines.native)"),
@@ -257,7 +263,8 @@ LINEAGE = Table(
     (
         _c("session_key", STR, "child stream"),
         _c("relation", STR, "spawned_by (launched by the parent's tool call), forked_from (records copied by a "
-           "fork or branch) or inherits (a fork that references the parent's prefix)"),
+           "fork or branch), inherits (a fork that references the parent's prefix) or continues (an Entire "
+           "lifecycle event's previous_session_id)"),
         _c("parent_session_key", STR, "stream holding the spawning tool call; for forks the other session's ID"),
         _c("call_id", STR, "tool_use.id of the spawning call"),
         _c("call_record_id", STR, "record holding the spawning tool call"),
@@ -269,7 +276,9 @@ LINEAGE = Table(
            "by prompt), or native_structure (an Entire checkpoint's tasks/<tool use id>/ subagent); all but "
            "native_field and native_structure come with a lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
-           "progress.agentId, tool_use.prompt"),
+           "progress.agentId, tool_use.prompt, entire.previous_session_id"),
+        _c("reason", STR, "for continues: why the session continues the other; other for Entire's previous_session_id, "
+           "which does not say; null for the other relations"),
     ),
     stage="final",
 )
@@ -288,7 +297,8 @@ SOURCE_LINES = Table(
         _c("status", STR, "mapped (holds the kept observation), folded (joined into a response), duplicate "
            "(an earlier or identical observation of a uuid), recovered (one of several objects on a line), "
            "rejected, uncommitted (bytes after the file's last newline that do not parse: not yet committed by "
-           "the writer, kept in raw; neither a reject nor a loss), or foreign (the file is not Claude Code JSONL)"),
+           "the writer, kept in raw; neither a reject nor a loss), or foreign (the file is not Claude Code JSONL, or a "
+           "file named with --entire-events holds no event)"),
         _c("reason", STR, "why the line was rejected, recovered, marked duplicate or left uncommitted"),
         _c("record_id", STR, "record the line went into"),
         _c("native", JSON, "the object's JSON when records.native does not hold it verbatim "
@@ -307,7 +317,8 @@ REJECTS = Table(
         _c("line", I64, "physical line number; null for a foreign file"),
         _c("byte_offset", I64, "byte offset of the line"),
         _c("byte_length", I64, "length in bytes"),
-        _c("reason", STR, "invalid_json, not_an_object, foreign_file"),
+        _c("reason", STR, "invalid_json, not_an_object, foreign_file; for an Entire events file also not_an_event "
+           "(type is not an integer) and missing_session_id"),
         _c("detail", STR, "parser message or what the file looks like"),
         _c("first_bytes", STR, "the first 120 bytes, decoded with replacement"),
         _c("raw", pa.large_binary(), "the whole line as read (null for a foreign file, which stays on disk)"),
@@ -337,7 +348,8 @@ SESSION_EVENTS = Table(
         _c("session_key", STR, "stream whose value changed"),
         _c("seq", I64, "seq of that record: events are in file order"),
         _c("event_kind", STR, "session_info or config_change"),
-        _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode or mode"),
+        _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode, mode, "
+           "or state (running, idle, ended: Entire TurnStart, TurnEnd, SessionEnd)"),
         _c("value", STR, "the new value"),
         _c("previous_value", STR, "the value it replaced in this stream (null for the first)"),
         _c("title_source", STR, "for titles: model (ai-title), user (custom-title) or summary (a summary of this stream's leaf)"),
