@@ -27,7 +27,7 @@ from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import Output, fault
+from batch.write import WORK, Output, fault
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -103,8 +103,9 @@ def convert(
     `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
     split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
     runs, and `warn(message)` is told about it before the conversion starts.
-    Over a previous output, the batches whose session groups' files kept their size and modification
-    time are reused and only the others converted (`batch/reuse.py`); `verify` also compares their
+    Over a previous output, the session groups whose files kept their size and modification time
+    are reused (their parts, or their rows carved out of a batch they shared with a changed group)
+    and only the others converted (`batch/reuse.py`); `verify` also compares their
     SHA-256, `full` converts everything. The result is the same as a full conversion's.
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
@@ -135,6 +136,17 @@ def convert(
             kept = {**previous, "batches": [b for b in previous["batches"] if not missing & set(b["groups"])]}
             plan = replace(reuse.plan(found_all.units, kept, key=key), complete=False)
         owners_fp = reuse.fingerprints(found_all.units)
+        # the unchanged groups of a batch that also held changed ones: their rows are carved out of
+        # its parts; a batch whose rows cannot all be told apart by group is converted again
+        carved_batches, uncarved = [], set()
+        for old, keep in plan.carved:
+            carved = None if verify else _carve(output, old, keep)
+            if carved is None:
+                uncarved |= keep
+            else:
+                carved_batches.append(carved)
+        if uncarved:
+            plan = replace(plan, units=[*plan.units, *(u for u in found_all.units if u.owner in uncarved)])
         total = sum(u.size for u in found_all.units)
         converting = {u.owner for u in plan.units}
         done = sum(u.size for u in found_all.units if u.owner not in converting)
@@ -144,6 +156,12 @@ def convert(
         state_batches: list[dict] = []
         for batch in plan.reused:
             output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
+            inputs.extend(batch["inputs"])
+            skipped.extend(tuple(s) for s in batch["skipped"])
+            for k, v in batch["counts"].items():
+                counts[k] = counts.get(k, 0) + v
+            state_batches.append(batch)
+        for batch in carved_batches:
             inputs.extend(batch["inputs"])
             skipped.extend(tuple(s) for s in batch["skipped"])
             for k, v in batch["counts"].items():
@@ -209,10 +227,10 @@ def convert(
         for name, count in _write_source_parts(output, run_frames, reuse.part_id(())).items():
             counts[name] = counts.get(name, 0) + count
         inputs.sort(key=lambda i: i["path"])
-        reused_inputs = sum(len(b["inputs"]) for b in plan.reused)
+        reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
         summary = {
             "previous_output": previous is not None,
-            "session_groups_reused": sum(len(b["groups"]) for b in plan.reused),
+            "session_groups_reused": sum(len(b["groups"]) for b in [*plan.reused, *carved_batches]),
             "session_groups_converted": len(converting),
             "inputs_reused": reused_inputs,
             "inputs_converted": len(inputs) - reused_inputs,
@@ -248,6 +266,82 @@ def convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+def _carve(output: Output, batch: dict, keep: frozenset[str]) -> dict | None:
+    """Write the rows of the groups `keep` of a previous batch as parts of their own, named by those
+    groups; return their state entry, or None when a part is gone or a row's group cannot be told.
+
+    A row's group is the group of its source file when it names one of the batch's files, else the
+    group of its session: a session recorded among the batch's inputs, or a session nested in a
+    group's main session (`<owner>/<stream>`). Work rows that link two sessions
+    (`lineage_evidence`) are carved only when both are of one group."""
+    groups = batch["groups"]
+    path_owner: dict[str, str | None] = {}
+    for owner, fp in groups.items():
+        for name, *_ in fp or []:
+            path_owner[name] = owner if path_owner.get(name, owner) == owner else None
+    if any(path_owner.get(path) is None for path, _ in batch["skipped"]):
+        return None
+    key_owner: dict[str, str] = {}
+    for i in batch["inputs"]:
+        owner = path_owner.get(i["path"])
+        if owner is None:
+            return None
+        if i.get("session_key"):
+            key_owner[i["session_key"]] = owner
+
+    def by_key(column: pl.Expr) -> pl.Expr:
+        nested = column.str.split("/").list.first()
+        return column.replace_strict(key_owner, default=None).fill_null(
+            pl.when(nested.is_in(list(groups))).then(nested)
+        )
+
+    def group_of(frame: pl.DataFrame) -> pl.Expr | None:
+        if "child_session_key" in frame.columns:  # lineage_evidence
+            child, parent = by_key(pl.col("child_session_key")), by_key(pl.col("parent_session_key"))
+            return pl.when(parent.is_null() | (parent == child)).then(child)
+        if "source_file" in frame.columns:
+            from_file = pl.col("source_file").replace_strict(path_owner, default=None)
+            return from_file.fill_null(by_key(pl.col("session_key"))) if "session_key" in frame.columns else from_file
+        if "session_key" in frame.columns:
+            return by_key(pl.col("session_key"))
+        return None
+
+    part = reuse.part_id(sorted(keep))
+    taken: dict[tuple[str, bool], pl.DataFrame] = {}
+    for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
+        for table in tables:
+            source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
+            if source.is_symlink() or not source.is_file():
+                return None
+            frame = pl.read_parquet(source)
+            if not frame.height:
+                taken[table, work] = frame
+                continue
+            group = group_of(frame)
+            if group is None:
+                return None
+            owners = frame.select(group.alias("_group")).get_column("_group")
+            if owners.null_count():
+                return None
+            taken[table, work] = frame.filter(owners.is_in(list(keep)))
+    counts, work_tables = {}, []
+    for (table, work), frame in taken.items():
+        if work:
+            output.write_work(table, frame, part)
+            work_tables.append(table)
+        else:
+            counts[table] = output.write(TABLES_BY_NAME[table], frame, part)
+    files = {name for owner in keep for name, *_ in groups[owner] or []}
+    return {
+        "part": part,
+        "groups": {owner: groups[owner] for owner in sorted(keep)},
+        "inputs": [i for i in batch["inputs"] if i["path"] in files],
+        "skipped": [s for s in batch["skipped"] if path_owner.get(s[0]) in keep],
+        "counts": counts,
+        "work": work_tables,
+    }
 
 
 def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:

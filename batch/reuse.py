@@ -3,8 +3,10 @@
 A batch's parts are named by its session groups (`part_id`). The output's reuse state
 (`_reuse.json`, written by batch/write.py) lists each batch with the fingerprint of each of its
 groups: the name, size and modification time of every file, as make and rsync compare them. A
-batch is reused when every group it holds is still there with the same fingerprint; every other
-group is converted again, in new batches. Groups read from Git (Entire checkpoints) have no
+batch is reused when every group it holds is still there with the same fingerprint. A batch that
+holds both such groups and changed or removed ones is carved: the unchanged groups' rows are taken
+out of its parts into parts of their own (batch/pipeline.py), and only the changed groups are
+converted again, in new batches. Groups read from Git (Entire checkpoints) have no
 fingerprint and are always converted.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from batch.sources.base import Unit
 
@@ -48,6 +50,9 @@ class Plan:
     units: list[Unit]  # the units to convert
     complete: bool  # every batch of the previous output is reused: nothing was added, changed or removed
     changed: frozenset[str] = frozenset()  # owners of `units` that are new or changed (the others shared a batch with one)
+    # batches of the previous state that also hold changed or removed groups, each with the owners of
+    # its unchanged groups, whose rows are carved out of its parts instead of being converted again
+    carved: list[tuple[dict, frozenset[str]]] = field(default_factory=list)
 
     def batches(self) -> list[list[Unit]]:
         """The units to convert, in two sets: new or changed groups, then the unchanged groups that
@@ -62,17 +67,21 @@ def plan(units: list[Unit], previous: dict | None, *, key: str) -> Plan:
     if previous is None or previous.get("run_key") != key:
         return Plan([], list(units), False)
     current = fingerprints(units)
-    reused, taken = [], set()
+    reused, carved, taken = [], [], set()
     batches = previous.get("batches", [])
     for batch in batches:
         groups = batch["groups"]
-        if groups and all(current.get(owner) is not None and current[owner] == fp for owner, fp in groups.items()):
+        same = frozenset(o for o, fp in groups.items() if current.get(o) is not None and current[o] == fp)
+        if groups and len(same) == len(groups):
             reused.append(batch)
             taken.update(groups)
+        elif same:
+            carved.append((batch, same))
+            taken.update(same)
     rest = [u for u in units if u.owner not in taken]
     before = {owner: fp for batch in batches for owner, fp in batch["groups"].items()}
     changed = frozenset(u.owner for u in rest if current[u.owner] is None or before.get(u.owner) != current[u.owner])
-    return Plan(reused, rest, not rest and len(reused) == len(batches), changed)
+    return Plan(reused, rest, not rest and not carved and len(reused) == len(batches), changed, carved)
 
 
 def unverified(reused: list[dict], digests: dict[str, str]) -> set[str]:

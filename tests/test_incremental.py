@@ -1,4 +1,4 @@
-"""Incremental re-runs: a conversion over a previous output reuses the batches of unchanged session
+"""Incremental re-runs: a conversion over a previous output reuses the rows of unchanged session
 groups, and its output equals a full conversion of the same input, table by table and row by row."""
 
 from __future__ import annotations
@@ -117,13 +117,29 @@ def test_a_new_batch_size_still_reuses_and_gives_the_same_output(sample, tmp_pat
     assert_same_as_full(sample, out, tmp_path)
 
 
-def test_a_group_in_a_batch_with_a_changed_one_is_converted_again(sample, tmp_path):
+@pytest.mark.parametrize("change", ["grow", "grow_subagent", "delete_session"])
+def test_a_batch_mixing_a_changed_group_with_unchanged_ones_converts_only_the_changed_one(sample, tmp_path, change):
     out = tmp_path / "out"
     batch.convert([sample], out)  # one batch holds every group
-    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 4)
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    assert groups > 2 and len(list((out / "records").glob("part-*.parquet"))) == 1
+    if change == "grow":
+        grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 4)
+    elif change == "grow_subagent":
+        with (sample / SUBAGENT).open("a", encoding="utf-8") as f:
+            f.write("\n")
+    else:
+        (sample / VIEWER).unlink()
     batch.convert([sample], out)
     summary = assert_same_as_full(sample, out, tmp_path)
-    assert summary["session_groups_reused"] == 0
+    if change == "delete_session":
+        assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 0)
+    else:
+        assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
+    # the unchanged groups' rows, carved out of the old batch, are a batch of their own the next run reuses
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["session_groups_converted"] == 0 and summary["final_stage"] == "reused"
 
 
 def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
