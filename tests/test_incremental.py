@@ -154,6 +154,19 @@ def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
 
 
+@pytest.mark.parametrize("how", ["verify", "part_removed"])
+def test_unchanged_groups_of_a_batch_that_cannot_be_carved_are_converted_again(sample, tmp_path, how):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 8)
+    if how == "part_removed":
+        next((out / "_work" / "session_streams").glob("part-*.parquet")).unlink()
+    batch.convert([sample], out, verify=how == "verify")
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (0, groups)
+
+
 @pytest.mark.parametrize("folder", ["records", "_work/session_streams"])
 def test_a_batch_whose_part_was_removed_is_converted_again(sample, tmp_path, folder):
     out = tmp_path / "out"
