@@ -1,7 +1,7 @@
 """Compare our token totals with ccusage's daily and session reports on the same archive.
 
-    npm install --prefix /tmp/ccu ccusage@20.0.24
-    python bench/ccusage_compare.py --ccusage /tmp/ccu/node_modules/.bin/ccusage            # the corpus
+    npm install --prefix bench/ccusage ccusage@20.0.24
+    python bench/ccusage_compare.py --ccusage bench/ccusage/node_modules/.bin/ccusage            # the corpus
     python bench/ccusage_compare.py --ccusage ... --archive bench/archive/2048 --out bench/archive/2048-out
 
 Without --archive, the real corpus (tests/fixtures/corpus) is copied into a temporary

@@ -39,7 +39,7 @@ def at(second: int, minute: int = 30) -> datetime:
 
 # One line per entry, in file order; a str is written as it is (a malformed line).
 LINES = [
-    {"type": 1, "session_id": SID, "session_ref": "/tmp/s.jsonl", "model": "claude-opus-4-6", "timestamp": ts(0, 29)},  # 1
+    {"type": 1, "session_id": SID, "session_ref": "sessions/s.jsonl", "model": "claude-opus-4-6", "timestamp": ts(0, 29)},  # 1
     {"type": 2, "session_id": SID, "prompt": "hi", "timestamp": ts(0)},  # 2
     {"type": 6, "session_id": SID, "tool_use_id": "toolu_01S", "subagent_type": "Explore",
      "task_description": "look around", "tool_input": {"prompt": "look"}, "timestamp": ts(2)},  # 3
