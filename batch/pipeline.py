@@ -156,12 +156,8 @@ def convert(
         state_batches: list[dict] = []
         for batch in plan.reused:
             output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
-            inputs.extend(batch["inputs"])
-            skipped.extend(tuple(s) for s in batch["skipped"])
-            for k, v in batch["counts"].items():
-                counts[k] = counts.get(k, 0) + v
-            state_batches.append(batch)
-        for batch in carved_batches:
+        # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
+        for batch in [*plan.reused, *carved_batches]:
             inputs.extend(batch["inputs"])
             skipped.extend(tuple(s) for s in batch["skipped"])
             for k, v in batch["counts"].items():
