@@ -121,6 +121,7 @@ def convert(
     stop = _Stop()
     try:
         key = reuse.run_key(found.tool_result_files)
+        imports_key = entire_checkpoint.run_key(found_all.imports)
         previous = None if full else output.previous_state()
         plan = reuse.plan(found_all.units, previous, key=key)
         # a batch whose parts are no longer all there (removed by hand) is converted again
@@ -158,6 +159,7 @@ def convert(
             output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
         # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
         for batch in [*plan.reused, *carved_batches]:
+            batch["inputs"] = entire_checkpoint.current_provenance(batch["inputs"], found_all.imports)
             inputs.extend(batch["inputs"])
             skipped.extend(tuple(s) for s in batch["skipped"])
             for k, v in batch["counts"].items():
@@ -231,7 +233,8 @@ def convert(
             "inputs_reused": reused_inputs,
             "inputs_converted": len(inputs) - reused_inputs,
             "verified": bool(verify and plan.reused),
-            "final_stage": "reused" if plan.complete and not found_all.imports else "run",
+            # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
+            "final_stage": "reused" if plan.complete and previous.get("imports") == imports_key else "run",
         }
         if summary["final_stage"] == "reused":
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
@@ -245,7 +248,8 @@ def convert(
             manifest = _manifest(
                 found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
             )
-        output.write_state({"run_key": key, "batches": sorted(state_batches, key=lambda b: b["part"])})
+        output.write_state({"run_key": key, "imports": imports_key,
+                            "batches": sorted(state_batches, key=lambda b: b["part"])})
         output.write_manifest(manifest)
         output.commit()
     except BaseException:

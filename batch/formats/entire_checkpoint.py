@@ -41,6 +41,7 @@ from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.entire import (
     Blob,
     CommitLink,
+    FileEntry,
     Scan,
     SessionEntry,
     SessionUnit,
@@ -95,6 +96,8 @@ class Import:
     units: list[Unit] = field(default_factory=list)
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)  # checkpoint tables, vcs_events, losses
     summary: dict = field(default_factory=dict)
+    # (repository, ref, checkpoint ID) -> the commit each checkpoint is read from (the reference's tip)
+    tips: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def discover(path: Path, *, combine: bool = False) -> Import:
@@ -115,7 +118,8 @@ def discover(path: Path, *, combine: bool = False) -> Import:
     delta = {c.checkpoint_id: (c.metadata or {}).get("token_usage_version") == 2 for c in scan.checkpoints}
     units = [
         Unit(key, sum(e.size for e in entries),
-             partial(_load, str(Path(repo.path)), name, entries, every[key], delta), label=f"{name}: session {key}")
+             partial(_load, str(Path(repo.path)), name, entries, every[key], delta), label=f"{name}: session {key}",
+             fingerprint=fingerprint(name, entries, every[key], delta, combine=combine))
         for key, entries in sorted(by_key.items())
     ]
     chosen = {(e.checkpoint_id, e.folder) for e in selected}
@@ -136,7 +140,88 @@ def discover(path: Path, *, combine: bool = False) -> Import:
         "commit_trailers": len(links), "all_checkpoints": combine,
         "skipped": [{"ref": ref, "reason": why} for ref, why in scan.skipped],
     }
-    return Import(root, units, frames, summary)
+    tips = {(c.location.repository, c.location.ref, c.checkpoint_id): c.location.commit_id for c in scan.checkpoints}
+    return Import(root, units, frames, summary, tips)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incremental re-runs: what a unit's rows depend on, known without reading a transcript
+
+
+def fingerprint(
+    name: str, entries: list[SessionEntry], every: list[SessionEntry], delta: dict[str, bool], *, combine: bool
+) -> tuple:
+    """What the rows `_load` gives for one session depend on, from the scan alone (no blob is read).
+
+    Git objects are content-addressed, so a blob's ID stands for its bytes. Per session folder
+    converted (`entries`): where it is read (reference, tree path), the losses the scan found in it
+    and the `--all-checkpoints` choice; per blob its `load_session` reads (transcript and chunks,
+    transcript.jsonl, metadata, prompt, context, content hash, other files, and each task's files):
+    its name as shown in the outputs, tree path, blob ID and size (absent: a loss). So a hash
+    mismatch, the agent, the converter chosen and the subagents are decided by what is fingerprinted.
+    Per session folder of the session in any checkpoint (`every`, for the selection and the
+    usage summaries of the metadata): its metadata blob ID and whether its checkpoint counts
+    token usage as deltas. The tip commit of the reference is left out: no row holds it, only the
+    manifest inputs' provenance, which `current_provenance` brings up to date, so that a new commit on
+    entire/checkpoints/v1 converts only the sessions it changed.
+    Each entry is five strings, the first a name as `Stream.name` shows it (what carving an old
+    batch by group keys on, batch/pipeline.py `_carve`)."""
+    found: set[tuple[str, str, str, str, str]] = set()
+    for entry in entries:
+        loc, cid = entry.location, entry.checkpoint_id
+        losses = [[loss.category, loss.detail, loss.path] for loss in entry.losses]
+        found.add((f"{name}/{cid}/{entry.folder}", "session", loc.ref, entry.path,
+                   dump_json({"all_checkpoints": combine, "losses": losses})))
+        files = [*entry.files.values(), *entry.chunks, *entry.unknown]
+        for task in entry.tasks:
+            files += [f for f in (task.task_json, *task.other) if f is not None]
+            # a subagent stream is shown as <repository>/<checkpoint>/tasks/<tool use id>/agent-<id>.jsonl
+            found.update((f"{name}/{cid}/tasks/{f.path.rsplit('tasks/', 1)[-1]}", "task", f.path, f.blob_id,
+                          _size(f)) for f in task.transcripts)
+        # <repository>/<checkpoint>/<path in the checkpoint>: <folder>/full.jsonl is the main stream's name
+        found.update((f"{name}/{cid}/{f.path[len(loc.base) + 1:] if loc.base else f.path}", "file", f.path,
+                      f.blob_id, _size(f)) for f in files)
+    for entry in every:
+        meta = entry.files.get("metadata")
+        found.add((f"{name}/{entry.checkpoint_id}/{entry.folder}", "metadata", entry.location.ref,
+                   meta.blob_id if meta else "", "token_usage_version 2" if delta.get(entry.checkpoint_id) else ""))
+    return tuple(sorted(found))
+
+
+def _size(file: FileEntry) -> str:
+    return "absent" if file.size is None else str(file.size)
+
+
+def current_provenance(inputs: list[dict], imports: list[Import]) -> list[dict]:
+    """Manifest inputs a previous run recorded, with the commit each Git blob is read from now.
+
+    A unit's fingerprint leaves out the tip commit of the reference its blobs are read from (a new
+    checkpoint on entire/checkpoints/v1 moves it for every checkpoint of the branch, whose blobs and
+    rows stay the same); only the provenance of the manifest's inputs shows it."""
+    tips = {key: commit for imp in imports for key, commit in imp.tips.items()}
+    if not tips:
+        return inputs
+    return [
+        {**i, "provenance": [
+            {**p, "commit_id": tips.get((p.get("repository"), p.get("ref"), p.get("checkpoint_id")), p.get("commit_id"))}
+            for p in i["provenance"]
+        ]} if i.get("provenance") else i
+        for i in inputs
+    ]
+
+
+def run_key(imports: list[Import]) -> str | None:
+    """A digest of what the imports give once per run (checkpoint tables, trailers, scan losses, the
+    manifest's summary of each repository); None without imports. The final stage of a run whose
+    batches are all reused is reused too when this is unchanged."""
+    if not imports:
+        return None
+    digest = hashlib.sha256()
+    for imp in imports:
+        digest.update(json.dumps(imp.summary, sort_keys=True).encode() + b"\0")
+        for table in sorted(imp.frames):
+            digest.update(table.encode() + b"\0" + imp.frames[table].write_ndjson().encode() + b"\0")
+    return digest.hexdigest()
 
 
 def _absent_checkpoints(links: list[CommitLink], scan: Scan) -> list[SourceLoss]:

@@ -1,0 +1,220 @@
+"""Incremental re-runs over Git repositories of Entire checkpoints: a session group whose blobs and
+metadata did not change is reused, and the output equals a full conversion, table by table and row by row."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pygit2
+import pytest
+from polars.testing import assert_frame_equal
+
+import batch
+from batch.formats import entire_checkpoint
+from batch.schema import TABLES
+from tests.conftest import read_tables
+from tests.entire_repos import S1, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
+
+V1 = "refs/heads/entire/checkpoints/v1"
+S5 = "55555555-5555-4555-8555-555555555555"
+GROWN = WHOLE + json.dumps({"type": "user", "sessionId": S1, "uuid": "00000000-0000-4000-8000-000000000009",
+                            "message": {"role": "user", "content": "one more line"}}).encode() + b"\n"
+NEW_SESSION = b"\n".join(
+    json.dumps({"type": "user", "sessionId": S5, "uuid": f"00000000-0000-4000-8000-00000000005{i}",
+                "message": {"role": "user", "content": f"new session {i}"}}).encode()
+    for i in range(2)
+) + b"\n"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    return build_scenario(tmp_path_factory.mktemp("entire"))["work"]
+
+
+@pytest.fixture
+def repo(built, tmp_path) -> Path:
+    # a copy each test may add commits to; the folder keeps its name, which the outputs show
+    copy = tmp_path / "src" / built.name
+    shutil.copytree(built, copy, symlinks=True)
+    return copy
+
+
+def add_commit(repo: Path, ref: str, files: dict[str, bytes], message: str, *, when: int) -> str:
+    """A commit on `ref` whose tree is its tip's tree with `files` (tree path -> bytes) added or replaced."""
+    git = pygit2.Repository(str(repo))
+    tip = git.references[ref].peel(pygit2.Commit)
+    index = pygit2.Index()
+    index.read_tree(tip.tree)
+    for path, data in files.items():
+        index.add(pygit2.IndexEntry(path, git.create_blob(data), pygit2.enums.FileMode.BLOB))
+    signature = pygit2.Signature("Test", "test@example.invalid", when, 0)
+    return str(git.create_commit(ref, signature, signature, message, index.write_tree(git), [tip.id]))
+
+
+def new_checkpoints(repo: Path) -> None:
+    """One commit on entire/checkpoints/v1: a newer checkpoint of S1 (one more line, its subagent again)
+    and a checkpoint of a new session S5."""
+    cid, base = "c0ffee000002", "c0/ffee000002"
+    add_commit(repo, V1, {
+        f"{base}/metadata.json": root_meta(cid, ["0"], base=base),
+        f"{base}/0/metadata.json": meta(session_id=S1, checkpoint_id=cid, agent="Claude Code",
+                                        created_at="2026-03-01T09:00:00Z", checkpoint_transcript_start=9),
+        f"{base}/0/full.jsonl": GROWN,
+        f"{base}/0/content_hash.txt": sha256(GROWN).encode(),
+        f"{base}/tasks/toolu_01ABC/agent-a1b2.jsonl": SUBAGENT,
+        "5e/5e5e5e5e5e/metadata.json": root_meta("5e5e5e5e5e5e", ["0"], base="5e/5e5e5e5e5e"),
+        "5e/5e5e5e5e5e/0/metadata.json": meta(session_id=S5, agent="Claude Code", created_at="2026-03-02T09:00:00Z"),
+        "5e/5e5e5e5e5e/0/full.jsonl": NEW_SESSION,
+        "5e/5e5e5e5e5e/0/content_hash.txt": sha256(NEW_SESSION).encode(),
+    }, "Checkpoint: c0ffee000002, 5e5e5e5e5e5e", when=1_772_355_600)
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    keys = [c for c, dt in df.schema.items() if not isinstance(dt, pl.List)]
+    return df.sort(keys, nulls_last=True)
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def assert_same_as_full(repo: Path, out: Path, tmp_path: Path, **kw) -> dict:
+    """`out` holds every table and the manifest a full conversion of `repo` gives; return out's reuse summary."""
+    full = tmp_path / "full"
+    shutil.rmtree(full, ignore_errors=True)
+    batch.convert([repo], full, full=True, **kw)
+    got, want = read_tables(out), read_tables(full)
+    for t in TABLES:
+        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
+    summary = manifest(out).pop("reuse")
+    mine, wanted = manifest(out), manifest(full)
+    mine.pop("reuse"), wanted.pop("reuse")
+    assert mine == wanted
+    return summary
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 48 << 20], ids=["group_per_batch", "one_batch"])
+@pytest.mark.parametrize("all_checkpoints", [False, True], ids=["newest", "all_checkpoints"])
+def test_nothing_changed_reuses_every_group_and_the_final_stage(repo, tmp_path, batch_bytes, all_checkpoints):
+    out = tmp_path / "out"
+    kw = {"batch_bytes": batch_bytes, "all_checkpoints": all_checkpoints}
+    first = batch.convert([repo], out, **kw)
+    groups = first.manifest["reuse"]["session_groups_converted"]
+    assert groups >= 8 and first.manifest["entire"]["source_losses"]  # sessions of every kind, and losses
+    result = batch.convert([repo], out, **kw)
+    summary = assert_same_as_full(repo, out, tmp_path, **kw)
+    assert summary == {
+        "previous_output": True, "session_groups_reused": groups, "session_groups_converted": 0,
+        "inputs_reused": result.inputs, "inputs_converted": 0, "verified": False, "final_stage": "reused",
+    }
+    # choosing the other checkpoints converts everything again
+    batch.convert([repo], out, batch_bytes=batch_bytes, all_checkpoints=not all_checkpoints)
+    summary = assert_same_as_full(repo, out, tmp_path, batch_bytes=batch_bytes, all_checkpoints=not all_checkpoints)
+    assert (summary["session_groups_reused"], summary["final_stage"]) == (0, "run")
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 48 << 20], ids=["group_per_batch", "one_batch"])
+@pytest.mark.parametrize("all_checkpoints", [False, True], ids=["newest", "all_checkpoints"])
+def test_new_checkpoints_convert_only_their_sessions(repo, tmp_path, batch_bytes, all_checkpoints):
+    out = tmp_path / "out"
+    kw = {"batch_bytes": batch_bytes, "all_checkpoints": all_checkpoints}
+    groups = batch.convert([repo], out, **kw).manifest["reuse"]["session_groups_converted"]
+    new_checkpoints(repo)
+    batch.convert([repo], out, **kw)
+    summary = assert_same_as_full(repo, out, tmp_path, **kw)
+    # S1 has a newer checkpoint, S5 is new; the other groups are reused (hard-linked or carved out of
+    # the batch S1 shared with them), though the branch tip every checkpoint is read from moved
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 2)
+    assert summary["final_stage"] == "run"
+    rows = read_tables(out)["sessions"].filter(pl.col("session_key") == S1)
+    assert json.loads(rows.get_column("meta")[0]) == {"io.entire/checkpoint": "c0ffee000002"}
+    assert read_tables(out)["sessions"].filter(pl.col("session_key") == S5).height == 1
+    # the next run reuses everything again, the final stage included
+    batch.convert([repo], out, **kw)
+    summary = assert_same_as_full(repo, out, tmp_path, **kw)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups + 1, 0)
+    assert summary["final_stage"] == "reused"
+
+
+def test_a_moved_branch_tip_reuses_every_group_and_shows_the_new_commit(repo, tmp_path):
+    out = tmp_path / "out"
+    groups = batch.convert([repo], out).manifest["reuse"]["session_groups_converted"]
+    # a commit that changes no checkpoint: every blob stays, the commit they are read from is another
+    tip = add_commit(repo, V1, {"README.md": b"checkpoints\n"}, "Add a readme", when=1_772_355_600)
+    batch.convert([repo], out)
+    summary = assert_same_as_full(repo, out, tmp_path)  # the manifest's provenance included
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups, 0)
+    assert summary["final_stage"] == "run"  # the checkpoints table shows the commit each checkpoint is read from
+    commits = {p["commit_id"] for i in manifest(out)["inputs"] for p in i.get("provenance", []) if p["ref"] == V1}
+    assert commits == {tip}
+
+
+def test_a_new_trailer_runs_the_final_stage_only(repo, tmp_path):
+    out = tmp_path / "out"
+    groups = batch.convert([repo], out).manifest["reuse"]["session_groups_converted"]
+    add_commit(repo, "refs/heads/main", {"README.md": b"four\n"}, "Four\n\nEntire-Checkpoint: d00d00d00d00\n",
+               when=1_772_355_600)
+    batch.convert([repo], out)
+    summary = assert_same_as_full(repo, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups, 0)
+    assert summary["final_stage"] == "run"
+
+
+@pytest.mark.parametrize("change", ["metadata", "content_hash", "prompt", "older_checkpoint"])
+def test_a_changed_blob_of_a_session_converts_that_session(repo, tmp_path, change):
+    out = tmp_path / "out"
+    groups = batch.convert([repo], out).manifest["reuse"]["session_groups_converted"]
+    base = "c0/ffee000001/0"
+    if change == "metadata":  # the newest checkpoint's metadata: agent, model, token usage
+        files = {f"{base}/metadata.json": meta(session_id=S1, checkpoint_id="c0ffee000001", agent="Claude Code",
+                                               created_at="2026-01-14T09:00:00Z", checkpoint_transcript_start=6,
+                                               model="claude-opus-4-5")}
+    elif change == "content_hash":  # the transcript no longer matches its hash: a loss, known from the blob ID
+        files = {f"{base}/content_hash.txt": sha256(b"another transcript").encode()}
+    elif change == "prompt":  # read by load_session: its blob is part of the unit's input
+        files = {f"{base}/prompt.txt": b"first prompt\n\n---\n\nanother second prompt"}
+    else:  # an older checkpoint of S1 (not converted by default) whose metadata changes
+        files = {"4c/02af2759b6/0/metadata.json": meta(session_id=f"2026-01-10-{S1}", agent="Claude Code",
+                                                      created_at="2026-01-10T00:00:00Z")}
+    add_commit(repo, V1, files, f"Change {change}", when=1_772_355_600)
+    batch.convert([repo], out)
+    summary = assert_same_as_full(repo, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
+
+
+def test_the_fingerprint_changes_with_the_sessions_blobs_only(repo):
+    before = {u.owner: u.fingerprint for u in entire_checkpoint.discover(repo).units}
+    assert all(before.values())
+    new_checkpoints(repo)
+    after = {u.owner: u.fingerprint for u in entire_checkpoint.discover(repo).units}
+    assert {o for o in after if after[o] != before.get(o)} == {S1, S5}
+    # the same session read with --all-checkpoints is another input
+    combined = {u.owner: u.fingerprint for u in entire_checkpoint.discover(repo, combine=True).units}
+    assert all(combined[o] != after[o] for o in after)
+
+
+def test_repository_and_files_of_one_session_share_a_group(repo, tmp_path):
+    # a Claude Code file of S1 beside its checkpoints: one group, reused while neither changes
+    files = tmp_path / "projects" / "-p"
+    files.mkdir(parents=True)
+    (files / f"{S1}.jsonl").write_bytes(WHOLE)
+    out = tmp_path / "out"
+    groups = batch.convert([repo, files.parent], out).manifest["reuse"]["session_groups_converted"]
+    batch.convert([repo, files.parent], out)
+    full = tmp_path / "full"
+    batch.convert([repo, files.parent], full, full=True)
+    assert manifest(out)["reuse"]["session_groups_reused"] == groups
+    got, want = read_tables(out), read_tables(full)
+    for t in TABLES:
+        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
+    new_checkpoints(repo)
+    batch.convert([repo, files.parent], out)
+    assert manifest(out)["reuse"]["session_groups_converted"] == 2
+    shutil.rmtree(full)
+    batch.convert([repo, files.parent], full, full=True)
+    got, want = read_tables(out), read_tables(full)
+    for t in TABLES:
+        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
