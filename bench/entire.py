@@ -13,8 +13,16 @@
    subagents) are written as a Claude Code folder.
 3. Timed, each in a subprocess: `git cat-file --batch` reading every blob the import reads (all
    metadata.json, the newest checkpoint's chunks and task transcripts); `asr-batch convert` of the
-   folder; `asr-batch convert --entire` of the repository. Target: the import takes at most 1.3 times
-   the sum of the first two.
+   folder; `asr-batch convert --entire --full` of the repository. Target: the import takes at most
+   1.3 times the sum of the first two.
+4. Incremental re-runs over the import's output: with nothing changed, then after one new checkpoint
+   (a commit on entire/checkpoints/v1 adding a newer checkpoint of the session of median size, its
+   transcript one line longer, and a code commit naming it; both prepared by step 1 on refs of their
+   own, `refs/bench/next-*`, and moved onto the branches for this step only). Each as a share of the
+   full import in wall and CPU seconds; then the re-run's output is compared, table by table and row
+   by row (bench/compare.py) and manifest, with a `--full` import of the same repository.
+Each step's CPU seconds are its process's (and its children's); CPU time other processes used
+meanwhile is reported too (the machine's busy time from /proc/stat, less the step's).
 Results go to bench/results/entire-<size>mb.json.
 """
 
@@ -24,11 +32,14 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from run import busy_cpu_seconds  # bench/run.py
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -105,6 +116,9 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
     v1 = code = None
     n = 0
     mains = sorted(p for p in archive.rglob("*.jsonl") if p.parent.parent == archive and not p.name.startswith("agent-"))
+    # the session a new checkpoint is added to for the incremental re-run: the one of median size
+    grown = sorted((p for p in mains if p.stat().st_size), key=lambda p: (p.stat().st_size, p.name))[len(mains) // 2]
+    grown_at: dict = {}
     for main in mains:
         data = main.read_bytes()
         if not data.strip():
@@ -156,9 +170,34 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
             v1 = fi.commit("refs/heads/entire/checkpoints/v1", f"Checkpoint: {cid}\n", tree, when, v1)
             code = fi.commit("refs/heads/main", f"Change {n}\n\nEntire-Checkpoint: {cid}\n",
                              {"CHANGES.md": f"change {n}\n".encode()}, when + 1, code)
+            if newest and main == grown:
+                grown_at = {"sid": sid, "lines": lines, "tasks": {path: blob for path, blob in tree.items() if "/tasks/" in path}}
             start = end
+    # one more checkpoint of the grown session: its whole transcript and one more line, its subagents again
+    sid, lines = grown_at["sid"], grown_at["lines"]
+    cid = hashlib.sha1(f"{sid}:{checkpoints + 1}".encode()).hexdigest()[:12]
+    base, when = f"{cid[:2]}/{cid[2:]}", BASE_TIME + (n + 1) * 60
+    line = json.dumps({"type": "user", "uuid": "00000000-0000-4000-8000-000000000001", "parentUuid": None,
+                       "sessionId": sid, "timestamp": "2026-03-01T00:00:00.000Z", "isSidechain": False,
+                       "message": {"role": "user", "content": "one more prompt"}}).encode()
+    whole = b"\n".join([*lines, line]) + b"\n"
+    tree = {f"{base}/0/{'full.jsonl' if i == 0 else f'full.jsonl.{i:03d}'}": piece
+            for i, piece in enumerate(chunks(whole, chunk))}
+    tree[f"{base}/0/metadata.json"] = json.dumps({
+        "checkpoint_id": cid, "session_id": sid, "agent": "Claude Code", "strategy": "manual-commit",
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)), "checkpoint_transcript_start": len(lines),
+    }, indent=2).encode()
+    tree[f"{base}/metadata.json"] = json.dumps({"checkpoint_id": cid, "cli_version": "0.8.42", "strategy": "manual-commit",
+                                                "sessions": [{"metadata": f"/{base}/0/metadata.json"}]}, indent=2).encode()
+    tree[f"{base}/0/content_hash.txt"] = ("sha256:" + hashlib.sha256(whole).hexdigest()).encode()
+    for path, blob in grown_at["tasks"].items():
+        tree[f"{base}/tasks/{path.split('/tasks/', 1)[1]}"] = blob
+    fi.commit("refs/bench/next-v1", f"Checkpoint: {cid}\n", tree, when, v1)
+    fi.commit("refs/bench/next-main", f"Change {n + 1}\n\nEntire-Checkpoint: {cid}\n",
+              {"CHANGES.md": f"change {n + 1}\n".encode()}, when + 1, code)
     fi.close()
-    return {"checkpoints": n, "sessions": len(mains), "blobs_read": read}
+    return {"checkpoints": n, "sessions": len(mains), "blobs_read": read,
+            "grown_session": sid, "grown_session_mb": round(len(whole) / (1 << 20), 2)}
 
 
 def _tool_use_id(subagent: Path) -> str | None:
@@ -170,10 +209,31 @@ def _tool_use_id(subagent: Path) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def timed(cmd: list[str], *, stdin: bytes | None = None) -> float:
+def timed(cmd: list[str], *, stdin: bytes | None = None) -> dict:
+    """Run `cmd`; its wall and CPU seconds (its own and its children's), and other processes' CPU seconds meanwhile."""
+    busy = busy_cpu_seconds()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(cmd, input=stdin, stdout=subprocess.DEVNULL, check=True, env=ENV)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    other = max(0.0, busy_cpu_seconds() - busy - cpu) if busy is not None else None
+    return {"s": wall, "cpu_s": cpu, "other_cpu_s": other}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=ENV).stdout.strip()
+
+
+def same_output(a: Path, b: Path) -> bool:
+    """Every table equal row by row (bench/compare.py), and the manifests but for their `reuse`."""
+    tables = subprocess.run([sys.executable, str(ROOT / "bench" / "compare.py"), str(a), str(b)],
+                            stdout=subprocess.DEVNULL, check=False).returncode == 0
+    manifests = [json.loads((o / "manifest.json").read_text()) for o in (a, b)]
+    for m in manifests:
+        m.pop("reuse")
+    return tables and manifests[0] == manifests[1]
 
 
 def main() -> None:
@@ -197,29 +257,75 @@ def main() -> None:
     repo_mb = sum(f.stat().st_size for f in repo.rglob("*") if f.is_file()) / (1 << 20)
     files_mb = sum(f.stat().st_size for f in files.rglob("*") if f.is_file()) / (1 << 20)
     cli = str(BIN / "asr-batch")
-    best: dict[str, float] = {}
+    out = work / "out-import"
+    prepared = {"refs/heads/entire/checkpoints/v1": "refs/bench/next-v1", "refs/heads/main": "refs/bench/next-main"}
+    refs = {ref: git(repo, "rev-parse", ref) for ref in prepared}
+    nexts = {ref: git(repo, "rev-parse", name) for ref, name in prepared.items()}
+
+    def move(to: dict[str, str]) -> None:
+        for ref, commit in to.items():
+            git(repo, "update-ref", ref, commit)
+
+    def new_checkpoint() -> dict:
+        move(nexts)
+        try:
+            return timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet"])
+        finally:
+            move(refs)
+
+    steps = {
+        "cat_file": lambda: timed(["git", "-C", str(repo), "cat-file", "--batch"], stdin=ids),
+        "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet"]),
+        "import": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet", "--full"]),
+        # over the import's output: nothing changed, then one new checkpoint (the branches moved for it)
+        "rerun_unchanged": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet"]),
+        "rerun_new_checkpoint": new_checkpoint,
+    }
+    runs: dict[str, list[dict]] = {name: [] for name in steps}
+    reuse: dict[str, dict] = {}
     for _ in range(args.repeat):
-        steps = {
-            "cat_file": lambda: timed(["git", "-C", str(repo), "cat-file", "--batch"], stdin=ids),
-            "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet"]),
-            "import": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(work / "out-import"), "--quiet"]),
-        }
         for name, step in steps.items():
-            best[name] = min(best.get(name, float("inf")), step())
-    ratio = best["import"] / (best["cat_file"] + best["convert_files"])
+            runs[name].append(step())
+            if name.startswith("rerun"):
+                reuse[name] = json.loads((out / "manifest.json").read_text())["reuse"]
+    best = {name: min(r, key=lambda x: x["s"]) for name, r in runs.items()}
+    # the re-run's output against a full import of the same repository
+    move(nexts)
+    try:
+        subprocess.run([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet"], check=True, env=ENV)
+        subprocess.run([cli, "convert", "--entire", str(repo), "--out", str(work / "out-full"), "--quiet", "--full"],
+                       check=True, env=ENV)
+        identical = same_output(out, work / "out-full")
+    finally:
+        move(refs)
+    ratio = best["import"]["s"] / (best["cat_file"]["s"] + best["convert_files"]["s"])
+    full = best["import"]
     result = {
         "size_mb": args.size_mb, "checkpoints_per_session": args.checkpoints, "chunk_mb": args.chunk_mb,
         "sessions": built["sessions"], "checkpoints": built["checkpoints"], "blobs_read": len(built["blobs_read"]),
         "repository_mb": round(repo_mb, 1), "transcripts_mb": round(files_mb, 1), "build_s": round(build_s, 1),
-        **{f"{k}_s": round(v, 2) for k, v in best.items()}, "ratio": round(ratio, 2), "target": 1.3,
+        **{f"{k}_s": round(v["s"], 2) for k, v in best.items()},
+        **{f"{k}_cpu_s": round(v["cpu_s"], 2) for k, v in best.items()},
+        **{f"{k}_other_cpu_s": round(v["other_cpu_s"], 2) for k, v in best.items() if v["other_cpu_s"] is not None},
+        "ratio": round(ratio, 2), "target": 1.3, "grown_session_mb": built["grown_session_mb"],
+        "reuse": reuse, "rerun_identical_to_full": identical, "runs": runs,
         "cpus": os.cpu_count(), "load_average": os.getloadavg(),
     }
     print(f"repository {repo_mb:.1f} MiB ({built['checkpoints']} checkpoints of {built['sessions']} sessions), "
           f"transcripts converted {files_mb:.1f} MiB")
-    print(f"git cat-file --batch      {best['cat_file']:7.2f} s  ({len(built['blobs_read'])} blobs)")
-    print(f"convert the folder        {best['convert_files']:7.2f} s")
-    print(f"import the repository     {best['import']:7.2f} s")
+    for name, label in (("cat_file", "git cat-file --batch"), ("convert_files", "convert the folder"),
+                        ("import", "import the repository"), ("rerun_unchanged", "re-run, nothing changed"),
+                        ("rerun_new_checkpoint", "re-run, one new checkpoint")):
+        b = best[name]
+        share = f"  {b['s'] / full['s']:6.1%} / {b['cpu_s'] / full['cpu_s']:6.1%} of the import" if "rerun" in name else ""
+        other = f", others {b['other_cpu_s']:.1f} CPU s" if b["other_cpu_s"] is not None else ""
+        print(f"{label:26}{b['s']:7.2f} s wall, {b['cpu_s']:6.2f} s CPU{other}{share}")
     print(f"import / (read + convert) {ratio:7.2f}   (target <= 1.3)   load average {os.getloadavg()[0]:.1f}")
+    for name, summary in reuse.items():
+        print(f"{name}: groups reused {summary['session_groups_reused']}, converted {summary['session_groups_converted']}, "
+              f"final stage {summary['final_stage']}")
+    print(f"new checkpoint of a {built['grown_session_mb']} MiB session; the re-run's output "
+          f"{'equals' if identical else 'DIFFERS from'} a full import")
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / f"entire-{size}mb.json").write_text(json.dumps(result, indent=2) + "\n")
