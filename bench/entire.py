@@ -13,8 +13,8 @@
    subagents) are written as a Claude Code folder.
 3. Timed, each in a subprocess: `git cat-file --batch` reading every blob the import reads (all
    metadata.json, the newest checkpoint's chunks and task transcripts); `asr-batch convert` of the
-   folder; `asr-batch convert --entire --full` of the repository. Target: the import takes at most
-   1.3 times the sum of the first two.
+   folder and `asr-batch convert --entire` of the repository, both with `--full` (a repeat converts
+   everything again). Target: the import takes at most 1.3 times the sum of the first two.
 4. Incremental re-runs over the import's output: with nothing changed, then after one new checkpoint
    (a commit on entire/checkpoints/v1 adding a newer checkpoint of the session of median size, its
    transcript one line longer, and a code commit naming it; both prepared by step 1 on refs of their
@@ -275,7 +275,7 @@ def main() -> None:
 
     steps = {
         "cat_file": lambda: timed(["git", "-C", str(repo), "cat-file", "--batch"], stdin=ids),
-        "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet"]),
+        "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet", "--full"]),
         "import": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet", "--full"]),
         # over the import's output: nothing changed, then one new checkpoint (the branches moved for it)
         "rerun_unchanged": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet"]),
