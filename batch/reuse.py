@@ -2,12 +2,12 @@
 
 A batch's parts are named by its session groups (`part_id`). The output's reuse state
 (`_reuse.json`, written by batch/write.py) lists each batch with the fingerprint of each of its
-groups: the name, size and modification time of every file, as make and rsync compare them. A
-batch is reused when every group it holds is still there with the same fingerprint. A batch that
-holds both such groups and changed or removed ones is carved: the unchanged groups' rows are taken
-out of its parts into parts of their own (batch/pipeline.py), and only the changed groups are
-converted again, in new batches. Groups read from Git (Entire checkpoints) have no
-fingerprint and are always converted.
+groups: the name, size and modification time of every file, as make and rsync compare them, and
+for a session read from Git (Entire checkpoints) the IDs of the objects it reads
+(formats/entire_checkpoint.py `fingerprint`). A batch is reused when every group it holds is
+still there with the same fingerprint. A batch that holds both such groups and changed or removed
+ones is carved: the unchanged groups' rows are taken out of its parts into parts of their own
+(batch/pipeline.py), and only the changed groups are converted again, in new batches.
 """
 
 from __future__ import annotations

@@ -171,7 +171,8 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
             code = fi.commit("refs/heads/main", f"Change {n}\n\nEntire-Checkpoint: {cid}\n",
                              {"CHANGES.md": f"change {n}\n".encode()}, when + 1, code)
             if newest and main == grown:
-                grown_at = {"sid": sid, "lines": lines, "tasks": {path: blob for path, blob in tree.items() if "/tasks/" in path}}
+                tasks = {path: blob for path, blob in tree.items() if "/tasks/" in path}
+                grown_at = {"sid": sid, "lines": lines, "tasks": tasks}
             start = end
     # one more checkpoint of the grown session: its whole transcript and one more line, its subagents again
     sid, lines = grown_at["sid"], grown_at["lines"]
@@ -185,10 +186,13 @@ def build(archive: Path, repo: Path, files: Path, *, checkpoints: int, chunk: in
             for i, piece in enumerate(chunks(whole, chunk))}
     tree[f"{base}/0/metadata.json"] = json.dumps({
         "checkpoint_id": cid, "session_id": sid, "agent": "Claude Code", "strategy": "manual-commit",
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)), "checkpoint_transcript_start": len(lines),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
+        "checkpoint_transcript_start": len(lines),
     }, indent=2).encode()
-    tree[f"{base}/metadata.json"] = json.dumps({"checkpoint_id": cid, "cli_version": "0.8.42", "strategy": "manual-commit",
-                                                "sessions": [{"metadata": f"/{base}/0/metadata.json"}]}, indent=2).encode()
+    tree[f"{base}/metadata.json"] = json.dumps({
+        "checkpoint_id": cid, "cli_version": "0.8.42", "strategy": "manual-commit",
+        "sessions": [{"metadata": f"/{base}/0/metadata.json"}],
+    }, indent=2).encode()
     tree[f"{base}/0/content_hash.txt"] = ("sha256:" + hashlib.sha256(whole).hexdigest()).encode()
     for path, blob in grown_at["tasks"].items():
         tree[f"{base}/tasks/{path.split('/tasks/', 1)[1]}"] = blob
@@ -223,7 +227,8 @@ def timed(cmd: list[str], *, stdin: bytes | None = None) -> dict:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=ENV).stdout.strip()
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=ENV)
+    return done.stdout.strip()
 
 
 def same_output(a: Path, b: Path) -> bool:
@@ -275,7 +280,8 @@ def main() -> None:
 
     steps = {
         "cat_file": lambda: timed(["git", "-C", str(repo), "cat-file", "--batch"], stdin=ids),
-        "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet", "--full"]),
+        "convert_files": lambda: timed([cli, "convert", str(files), "--out", str(work / "out-files"), "--quiet",
+                                        "--full"]),
         "import": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet", "--full"]),
         # over the import's output: nothing changed, then one new checkpoint (the branches moved for it)
         "rerun_unchanged": lambda: timed([cli, "convert", "--entire", str(repo), "--out", str(out), "--quiet"]),
@@ -317,13 +323,14 @@ def main() -> None:
                         ("import", "import the repository"), ("rerun_unchanged", "re-run, nothing changed"),
                         ("rerun_new_checkpoint", "re-run, one new checkpoint")):
         b = best[name]
-        share = f"  {b['s'] / full['s']:6.1%} / {b['cpu_s'] / full['cpu_s']:6.1%} of the import" if "rerun" in name else ""
+        share = f"  {b['s'] / full['s']:6.1%} / {b['cpu_s'] / full['cpu_s']:6.1%} of the import" if "rerun" in name \
+            else ""
         other = f", others {b['other_cpu_s']:.1f} CPU s" if b["other_cpu_s"] is not None else ""
         print(f"{label:26}{b['s']:7.2f} s wall, {b['cpu_s']:6.2f} s CPU{other}{share}")
     print(f"import / (read + convert) {ratio:7.2f}   (target <= 1.3)   load average {os.getloadavg()[0]:.1f}")
     for name, summary in reuse.items():
-        print(f"{name}: groups reused {summary['session_groups_reused']}, converted {summary['session_groups_converted']}, "
-              f"final stage {summary['final_stage']}")
+        print(f"{name}: groups reused {summary['session_groups_reused']}, "
+              f"converted {summary['session_groups_converted']}, final stage {summary['final_stage']}")
     print(f"new checkpoint of a {built['grown_session_mb']} MiB session; the re-run's output "
           f"{'equals' if identical else 'DIFFERS from'} a full import")
     results = ROOT / "bench" / "results"

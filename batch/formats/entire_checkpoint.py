@@ -201,13 +201,10 @@ def current_provenance(inputs: list[dict], imports: list[Import]) -> list[dict]:
     tips = {key: commit for imp in imports for key, commit in imp.tips.items()}
     if not tips:
         return inputs
-    return [
-        {**i, "provenance": [
-            {**p, "commit_id": tips.get((p.get("repository"), p.get("ref"), p.get("checkpoint_id")), p.get("commit_id"))}
-            for p in i["provenance"]
-        ]} if i.get("provenance") else i
-        for i in inputs
-    ]
+    def now(p: dict) -> dict:
+        return {**p, "commit_id": tips.get((p.get("repository"), p.get("ref"), p.get("checkpoint_id")), p["commit_id"])}
+
+    return [{**i, "provenance": [now(p) for p in i["provenance"]]} if i.get("provenance") else i for i in inputs]
 
 
 def run_key(imports: list[Import]) -> str | None:

@@ -78,7 +78,7 @@ class Unit:
     load: Callable[[], Loaded]
     label: str = ""  # how the unit is named in messages (largest groups)
     # What tells the unit's input apart without reading it (per file: name, size, modification
-    # time, digest of its sidecar), as make and rsync do; None when only reading tells (Git blobs).
+    # time, digest of its sidecar, as make and rsync do; per Git blob: its ID); None when only reading tells.
     # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
     fingerprint: tuple | None = None
 
