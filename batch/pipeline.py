@@ -350,9 +350,12 @@ def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
     digests = {}
     for unit in units:
         if unit.owner in owners:
-            for stream in unit.load().streams:
+            loaded = unit.load()
+            for stream in loaded.streams:
                 with stream.open() as f:
                     digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
+            # inputs a source read itself (an Entire transcript.jsonl), hashed as it read them
+            digests.update((i["path"], i.get("sha256")) for i in loaded.inputs)
     return reuse.unverified(plan.reused, digests)
 
 

@@ -185,6 +185,16 @@ def test_a_changed_blob_of_a_session_converts_that_session(repo, tmp_path, chang
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
 
 
+def test_verify_over_an_unchanged_repository_gives_the_full_output(repo, tmp_path):
+    out = tmp_path / "out"
+    groups = batch.convert([repo], out).manifest["reuse"]["session_groups_converted"]
+    batch.convert([repo], out, verify=True)  # the reused sessions' blobs are read and hashed again
+    summary = assert_same_as_full(repo, out, tmp_path)
+    # transcript.jsonl sessions included: their inputs are hashed as their unit reads them
+    assert summary["verified"]
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups, 0)
+
+
 def test_the_fingerprint_changes_with_the_sessions_blobs_only(repo):
     before = {u.owner: u.fingerprint for u in entire_checkpoint.discover(repo).units}
     assert all(before.values())
