@@ -19,6 +19,7 @@ from tests.conftest import read_tables
 from tests.entire_repos import S1, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
+CODEX_BARE = "019dc116-c183-74f3-8f98-b4e5bd8eddfa"  # b5a37dc3d0fe: Codex, full.jsonl only, usage from metadata
 S5 = "55555555-5555-4555-8555-555555555555"
 GROWN = WHOLE + json.dumps({"type": "user", "sessionId": S1, "uuid": "00000000-0000-4000-8000-000000000009",
                             "message": {"role": "user", "content": "one more line"}}).encode() + b"\n"
@@ -163,7 +164,7 @@ def test_a_new_trailer_runs_the_final_stage_only(repo, tmp_path):
     assert summary["final_stage"] == "run"
 
 
-@pytest.mark.parametrize("change", ["metadata", "content_hash", "prompt", "older_checkpoint"])
+@pytest.mark.parametrize("change", ["metadata", "content_hash", "prompt", "older_checkpoint", "older_usage"])
 def test_a_changed_blob_of_a_session_converts_that_session(repo, tmp_path, change):
     out = tmp_path / "out"
     groups = batch.convert([repo], out).manifest["reuse"]["session_groups_converted"]
@@ -176,13 +177,21 @@ def test_a_changed_blob_of_a_session_converts_that_session(repo, tmp_path, chang
         files = {f"{base}/content_hash.txt": sha256(b"another transcript").encode()}
     elif change == "prompt":  # read by load_session: its blob is part of the unit's input
         files = {f"{base}/prompt.txt": b"first prompt\n\n---\n\nanother second prompt"}
-    else:  # an older checkpoint of S1 (not converted by default) whose metadata changes
+    elif change == "older_checkpoint":  # an older checkpoint of S1 (not converted by default) whose metadata changes
         files = {"4c/02af2759b6/0/metadata.json": meta(session_id=f"2026-01-10-{S1}", agent="Claude Code",
                                                       created_at="2026-01-10T00:00:00Z")}
+    else:  # a new older checkpoint of a Codex session without transcript: one more usage summary of its metadata
+        files = {"0c/0dec000001/metadata.json": root_meta("0c0dec000001", ["0"], base="0c/0dec000001"),
+                 "0c/0dec000001/0/metadata.json": meta(session_id=CODEX_BARE, agent="Codex",
+                                                       created_at="2026-04-01T00:00:00Z",
+                                                       token_usage={"input_tokens": 10, "output_tokens": 2})}
     add_commit(repo, V1, files, f"Change {change}", when=1_772_355_600)
     batch.convert([repo], out)
     summary = assert_same_as_full(repo, out, tmp_path)
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 1)
+    if change == "older_usage":
+        usage = read_tables(out)["usage_summaries"].filter(pl.col("session_key") == CODEX_BARE)
+        assert usage.get_column("input_uncached_tokens").to_list() == [10, 104879]
 
 
 def test_verify_over_an_unchanged_repository_gives_the_full_output(repo, tmp_path):
