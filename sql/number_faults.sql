@@ -115,6 +115,16 @@ count_values as (
     where contains(json, '"stop_hook_summary"')
 ),
 
+-- every count read, materialized: a filter on the values would be pushed below their extraction
+-- and read each of them twice
+all_values as materialized (
+    select * from count_values
+    union all
+    select * from keyed_values
+    union all
+    select * from edit_values
+),
+
 final as (
     select
         session_key,
@@ -128,13 +138,7 @@ final as (
     union all
 
     select session_key, source_file, line, position, field, v::varchar as native_value,
-    from (
-        select * from count_values
-        union all
-        select * from keyed_values
-        union all
-        select * from edit_values
-    )
+    from all_values
     where json_type(v) <> 'NULL'
         and (json_type(v) not in ('BIGINT', 'UBIGINT') or try_cast(v::varchar as bigint) is null)
 )
