@@ -345,17 +345,20 @@ def timed(label_of, fn):
         before = status()["VmRSS"]
         reset_peak()
         started = time.perf_counter()
+        cpu_started = time.process_time()
         try:
             return fn(*args, **kwargs)
         finally:
             seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
             depth[0] -= 1
             peak = status()["VmHWM"]
-            row = stats.setdefault(label, [0, 0.0, 0.0, 0.0])
+            row = stats.setdefault(label, [0, 0.0, 0.0, 0.0, 0.0])
             row[0] += 1
             row[1] += seconds
             row[2] = max(row[2], peak)
             row[3] = max(row[3], peak - before)
+            row[4] += cpu
     return inner
 
 S.frame = timed(lambda con, name, *a, **k: f"sql/{name}.sql", S.frame)
@@ -372,12 +375,18 @@ kwargs = {"batch_bytes": batch_mb << 20} if batch_mb else {}
 # one batch at a time, so that the steps' times add up to the total
 kwargs["workers"] = 1
 started = time.perf_counter()
+cpu_started = time.process_time()
 P.convert([archive], out, **kwargs)
 total = time.perf_counter() - started
-print(f"{'step (calls summed over batches)':58s} {'calls':>5s} {'s':>8s} {'%':>6s} {'peak MiB':>9s} {'+MiB':>7s}")
-for label, (calls, seconds, peak, grow) in stats.items():
-    print(f"{label:58s} {calls:5d} {seconds:8.2f} {100 * seconds / total:6.1f} {peak:9.0f} {grow:7.0f}")
-print(f"{'total':58s} {'':5s} {total:8.2f}")
+cpu_total = time.process_time() - cpu_started
+# CPU seconds of the whole process (all threads) during the step: one batch at a time, so they are
+# the step's own; on a shared machine they move less than the wall seconds
+print(f"{'step (calls summed over batches)':58s} {'calls':>5s} {'s':>8s} {'%':>6s} {'CPU s':>7s} {'CPU %':>6s} "
+      f"{'peak MiB':>9s} {'+MiB':>7s}")
+for label, (calls, seconds, peak, grow, cpu) in stats.items():
+    print(f"{label:58s} {calls:5d} {seconds:8.2f} {100 * seconds / total:6.1f} {cpu:7.2f} {100 * cpu / cpu_total:6.1f} "
+          f"{peak:9.0f} {grow:7.0f}")
+print(f"{'total':58s} {'':5s} {total:8.2f} {'':6s} {cpu_total:7.2f}")
 """
 
 
@@ -386,7 +395,10 @@ def profile_steps(archive: Path, out: Path, batch_mb: int | None) -> None:
     if out.exists():
         shutil.rmtree(out)
     print("profile   per step, one batch at a time, in one process (a child of this one):")
-    subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0)], check=True)
+    # from "/" as code_version() does: `python -c` puts the working directory first on the path, and
+    # from the repository root that would import its `batch` instead of the package on PYTHONPATH
+    # that the convert above ran
+    subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0)], check=True, cwd="/")
 
 
 def machine() -> dict:

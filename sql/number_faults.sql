@@ -41,15 +41,17 @@ count_fields as (
         or native_type = 'api-request'
 ),
 
--- counts under keys the line names itself (a model, a file path): read by JSON pointer, the key escaped
+-- counts under keys the line names itself (a model, a file path): read by JSON pointer, the key escaped.
+-- The object holding them is read once per line, and its keys are unnested in the select list: a
+-- lateral unnest would join its rows back to their line on the whole line's text.
 keyed_counts as (
     select
         session_key,
         source_file,
         line,
         position,
-        json,
         if(native_type = 'cost-state', 'modelUsage', 'snapshot/trackedFileBackups') as base,
+        json_extract(json, '/' || base) as counts,
         if(
             native_type = 'cost-state',
             ['inputTokens', 'outputTokens', 'cacheReadInputTokens', 'cacheCreationInputTokens', 'thinkingTokens',
@@ -60,14 +62,31 @@ keyed_counts as (
     where native_type in ('cost-state', 'file-history-snapshot')
 ),
 
+keyed_keys as (
+    select session_key, source_file, line, position, base, counts, leaves,
+        unnest(coalesce(json_keys(counts), [])) as key,
+    from keyed_counts
+),
+
+keyed_leaves as (
+    select session_key, source_file, line, position, base, counts, key, unnest(leaves) as leaf,
+    from keyed_keys
+),
+
 keyed_values as (
     select
         session_key, source_file, line, position,
         replace(base, '/', '.') || '.' || key || '.' || leaf as field,
-        json_extract(json, '/' || base || '/' || replace(replace(key, '~', '~0'), '/', '~1') || '/' || leaf) as v,
-    from keyed_counts,
-        unnest(coalesce(json_keys(json, '/' || base), [])) as k(key),
-        unnest(leaves) as l(leaf)
+        json_extract(counts, '/' || replace(replace(key, '~', '~0'), '/', '~1') || '/' || leaf) as v,
+    from keyed_leaves
+),
+
+-- responses that can hold applied_edits, picked before any JSON is read: the unnest below would
+-- otherwise parse every line of the batch for its array length
+edit_lines as materialized (
+    select session_key, source_file, line, position, json,
+    from classified
+    where native_type = 'assistant' and contains(json, '"applied_edits"')
 ),
 
 -- the cleared_* counts of each context_management.applied_edits entry of a response
@@ -76,10 +95,9 @@ edit_values as (
         session_key, source_file, line, position,
         'message.context_management.applied_edits[' || (k - 1) || '].' || leaf as field,
         json_extract(json, '$.message.context_management.applied_edits[' || (k - 1) || '].' || leaf) as v,
-    from classified,
+    from edit_lines,
         unnest(range(1, coalesce(json_array_length(json, '$.message.context_management.applied_edits'), 0)::bigint + 1)) as u(k),
         unnest(['cleared_input_tokens', 'cleared_tool_uses', 'cleared_thinking_turns']) as l(leaf)
-    where native_type = 'assistant' and contains(json, '"applied_edits"')
 ),
 
 count_values as (
@@ -97,6 +115,16 @@ count_values as (
     where contains(json, '"stop_hook_summary"')
 ),
 
+-- every count read, materialized: a filter on the values would be pushed below their extraction
+-- and read each of them twice
+all_values as materialized (
+    select * from count_values
+    union all
+    select * from keyed_values
+    union all
+    select * from edit_values
+),
+
 final as (
     select
         session_key,
@@ -110,13 +138,7 @@ final as (
     union all
 
     select session_key, source_file, line, position, field, v::varchar as native_value,
-    from (
-        select * from count_values
-        union all
-        select * from keyed_values
-        union all
-        select * from edit_values
-    )
+    from all_values
     where json_type(v) <> 'NULL'
         and (json_type(v) not in ('BIGINT', 'UBIGINT') or try_cast(v::varchar as bigint) is null)
 )

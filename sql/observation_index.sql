@@ -8,17 +8,12 @@
 -- turn or exit: a line repeating the previous value of its type is not a change, so it folds
 -- into the record of the line that set the value (registry entry, Repeated metadata).
 -- reads: classified
+-- The value of each line is hashed first, so that the JSON text is not carried through the window
+-- that numbers the observations.
 with narrow as (
     select
         obs_idx, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
-        parent_uuid, message_id, is_compact_summary, permission_mode, json,
-    from classified
-),
-
-ordered as (
-    select
-        * exclude (json),
-        row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
+        parent_uuid, message_id, is_compact_summary, permission_mode,
         uuid is null and native_type in (
             'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
             'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
@@ -26,13 +21,17 @@ ordered as (
         ) as is_repeatable,
         -- the value of a metadata line, without the fields that change at every write
         hash(case
-            when uuid is null and native_type in (
-                'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
-                'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
-                'permission-mode', 'mode', 'bridge-session', 'atis-latch'
-            ) then json_merge_patch(json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
+            when is_repeatable
+                then json_merge_patch(json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
             else json
         end) as json_hash,
+    from classified
+),
+
+ordered as (
+    select
+        *,
+        row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
     from narrow
 ),
 

@@ -1,5 +1,10 @@
--- observations: one row per JSON object read (a line, or an object recovered from a line).
--- Decodes the envelope once per object; polymorphic fields (message.content, toolUseResult,
+-- observations: one row per text read (a line, or an object recovered from a line).
+-- Decodes the envelope once per text, and that one parse also says whether the text is one JSON
+-- object (is_object): text that is not valid JSON (the decode fails: TRY makes it null, where
+-- json_valid is false) or another JSON value (its first character is not `{`) is not, and the
+-- pipeline drops its row and sends the text to recovery (transforms/recover.py). The test is in
+-- the result, not in a WHERE: a filter on the decode would be pushed below it and parse every
+-- text twice. Polymorphic fields (message.content, toolUseResult,
 -- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
 -- declared here decodes as null; the object itself is kept verbatim in `json`, which the
 -- pipeline attaches to the result by obj_idx (the text is not copied through DuckDB).
@@ -22,7 +27,7 @@ decoded as (
         o.file_idx,
         o.line,
         o.sub,
-        json_transform(o.json, '{
+        try(json_transform(o.json, '{
             "type": "VARCHAR", "subtype": "VARCHAR", "uuid": "VARCHAR", "parentUuid": "VARCHAR",
             "logicalParentUuid": "VARCHAR", "sessionId": "VARCHAR", "agentId": "VARCHAR",
             "timestamp": "VARCHAR", "cwd": "VARCHAR", "version": "VARCHAR", "gitBranch": "VARCHAR",
@@ -45,7 +50,8 @@ decoded as (
                 "content": "JSON",
                 "usage": "JSON"
             }
-        }') as e,
+        }')) as e,
+        starts_with(ltrim(o.json, ' ' || chr(9) || chr(13)), '{') as is_brace,
     from objects as o
 ),
 
@@ -164,6 +170,7 @@ final as (
             lambda f: f is not null
         ) as number_faults,
         d.obj_idx,
+        d.e is not null and d.is_brace as is_object,
     from counted as d
     join files as f using (file_idx)
 )

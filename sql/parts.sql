@@ -8,16 +8,30 @@
 with live as (
     select
         record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, content, content_type,
-        top_content, json,
+        top_content,
         -- a record rebuilt from agent_progress copies: its object is data.message of the parent's line
         case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
     from observation_keys
     where is_live
 ),
 
--- attachment rows first, then their JSON: the extractions below run on these rows only
+-- attachment rows first, then their JSON: the extractions below run on these rows only (the
+-- whole line's JSON is read for attachments only, not carried with every live observation)
 attachments as materialized (
-    select * from live where native_type = 'attachment'
+    select
+        record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, json,
+        case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
+    from observation_keys
+    where is_live and native_type = 'attachment'
+),
+
+-- the content array is parsed once: its elements, then their indexes from the list's length
+array_lists as (
+    select
+        record_id, session_key, ord, line, native_type, source_file, sub, object_path,
+        json_extract(content, '$[*]') as elements,
+    from live
+    where content_type = 'ARRAY'
 ),
 
 array_blocks as (
@@ -27,12 +41,11 @@ array_blocks as (
         ord,
         line,
         native_type,
-        unnest(json_extract(content, '$[*]')) as block,
-        unnest(range(json_array_length(content)::bigint)) as block_index,
+        unnest(elements) as block,
+        unnest(range(len(elements)::bigint)) as block_index,
         false as is_attachment_data,
         source_file, sub, object_path || '.message.content' as block_path, true as is_element,
-    from live
-    where content_type = 'ARRAY'
+    from array_lists
 ),
 
 string_blocks as (

@@ -7,8 +7,12 @@ with lines as (
     join batch_files as f using (file_idx)
 ),
 
+-- the JSON text only where records.native does not hold it, chosen before the join to the lines
 keys as (
-    select * from observation_keys
+    select
+        file_idx, line, sub, session_key, status, reason, record_id,
+        case when not is_representative then json end as native,
+    from observation_keys
 ),
 
 rejected as (
@@ -38,7 +42,7 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        case when not k.is_representative then k.json end as native,
+        k.native,
         case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line

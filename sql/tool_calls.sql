@@ -3,12 +3,17 @@
 -- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
 -- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
 -- reads: batch_parts, records_full
+-- the blocks that can be calls or results, with the narrow columns of their record: the JSON
+-- texts (the block's, the record's toolUseResult) are not carried through the windows below
 with parts_ as (
-    select p.*, r.record_first_ord, r.position, r.timestamp, r.tool_use_result,
+    select
+        p.record_id, p.session_key, p.part_index, p.part_type, p.call_id, p.tool_name, p.tool_input, p.is_error,
+        p.text, r.record_first_ord, r.position, r.timestamp,
         r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,
         r.uuid,
     from batch_parts as p
     join records_full as r using (record_id)
+    where (p.part_type in ('tool_use', 'tool_result') and p.call_id is not null) or p.part_index = 0
 ),
 
 model_calls as (
@@ -20,13 +25,22 @@ model_calls as (
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
 ),
 
-model_results as (
+first_results as (
     select
-        session_key, call_id, record_id, position, timestamp, is_error, tool_use_result,
+        session_key, call_id, record_id, position, timestamp, is_error,
         tool_denial_kind, permission_decision, permission_source, permission_reason_type,
     from parts_
     where part_type = 'tool_result' and call_id is not null
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
+),
+
+-- the result's toolUseResult, once per call
+model_results as (
+    select
+        f.session_key, f.call_id, f.record_id, f.position, f.timestamp, f.is_error, r.tool_use_result,
+        f.tool_denial_kind, f.permission_decision, f.permission_source, f.permission_reason_type,
+    from first_results as f
+    join records_full as r using (record_id)
 ),
 
 shell_inputs as (

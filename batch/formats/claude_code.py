@@ -129,24 +129,22 @@ def convert(
     blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
     lines = lines.filter(~blank)
     sql.register(con, "batch_lines", lines)
-    checks = sql.frame(con, "line_checks")
-    # a projection keeps the row order (DuckDB preserves insertion order): columns are added, the text not copied
-    if checks.select("file_idx", "line").equals(lines.select("file_idx", "line")):
-        lines = lines.hstack(checks.drop("file_idx", "line"))
-    else:
-        lines = lines.join(checks, on=["file_idx", "line"], how="left", maintain_order="left")
-    recovered, rejects = recover(lines.filter(~pl.col("is_object")).select("file_idx", "line", "text", "has_newline"))
-    objects = pl.concat(
-        [
-            lines.filter(pl.col("is_object")).select(
-                "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
-            ),
-            recovered,
-        ]
-    ).cast(OBJECT_SCHEMA)
     files_frame = streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    observations = _observe(con, objects)
+    # One parse per line: the envelope decode also tells the lines that are one JSON object from
+    # the others (no observation), which go to recovery; the objects recovered are decoded after them.
+    observed = _observe(
+        con,
+        lines.select(
+            "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
+        ).cast(OBJECT_SCHEMA),
+        keep_index=True,
+    )
+    not_objects = lines.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(observed.get_column("obj_idx").implode()))
+    recovered, rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
+    observations = observed.drop("obj_idx")
+    if not recovered.is_empty():
+        observations = pl.concat([observations, _observe(con, recovered.cast(OBJECT_SCHEMA))])
     versions = dict(
         observations.group_by("file_idx")
         .agg(pl.col("version").drop_nulls().unique(maintain_order=True))
@@ -218,15 +216,18 @@ def convert(
     return Converted(tables, inputs, skipped)
 
 
-def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> pl.DataFrame:
+def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_index: bool = False) -> pl.DataFrame:
     """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
-    through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers."""
+    through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers.
+    A text that is not one JSON object has no row; `keep_index` keeps obj_idx (the row of `objects`)."""
     sql.register(con, "batch_objects", objects.with_row_index("obj_idx"))
     observations = sql.frame(con, "observations")
     con.unregister("batch_objects")
-    return observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx"))).drop(
-        "obj_idx"
-    )
+    if not observations.get_column("is_object").all():
+        observations = observations.filter(pl.col("is_object"))
+    observations = observations.drop("is_object")
+    observations = observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx")))
+    return observations if keep_index else observations.drop("obj_idx")
 
 
 def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
