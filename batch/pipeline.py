@@ -141,14 +141,10 @@ def convert(
         owners_fp = reuse.fingerprints(found_all.units)
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
         # its parts; a batch whose rows cannot all be told apart by group is converted again
+        # (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
         carved_batches, uncarved = [], set()
-        if plan.carved and not verify:
-            # batches are carved `workers` at a time (Polars and Arrow release the GIL)
-            with ThreadPoolExecutor(max(1, min(workers or default_workers(), len(plan.carved)))) as pool:
-                carved_all = list(pool.map(lambda carving: _carve(output, *carving), plan.carved))
-        else:
-            carved_all = [None] * len(plan.carved)
-        for (old, keep), carved in zip(plan.carved, carved_all):
+        for old, keep in plan.carved:
+            carved = None if verify else _carve(output, old, keep)
             if carved is None:
                 uncarved |= keep
             else:

@@ -263,7 +263,7 @@ def rerun(archive: Path, out: Path, batch_mb: int | None, workers: int | None, f
 
     They read a hard-linked copy of the archive under the same folder name, so the files keep their
     names, sizes and modification times; the grown files are copies."""
-    copy = out.parent / "rerun-input" / archive.name
+    copy = out.parent / f"{out.name}-rerun-input" / archive.name  # beside the output, named after it
     shutil.rmtree(copy.parent, ignore_errors=True)
     shutil.copytree(archive, copy, copy_function=os.link)
     # the newest main transcripts of the archive as given (before the first scenario grew any)
