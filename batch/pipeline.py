@@ -114,6 +114,7 @@ def convert(
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
     previous = None if full else read_state(out)
     known = previous.get("heads") if previous and not verify else None
+    known = known if isinstance(known, dict) else None
     found_all = _discover(sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known)
     found = found_all.found
     _check_apart(found.roots, out)

@@ -327,3 +327,16 @@ def test_batches_hold_sessions_of_the_same_age():
     # a group's age is that of its newest file; ties go by owner
     late = Unit("a", 10, lambda: Loaded(), fingerprint=(("a/x.jsonl", 5, 1, None), ("a/y.jsonl", 5, 9, None)))
     assert [[u.owner for u in g] for g in batches([late, unit("e", 9), unit("f", 0)], max_bytes=10)] == [["f"], ["a"], ["e"]]
+
+
+def test_a_head_entry_that_does_not_fit_is_not_used(sample):
+    from batch.sources.claude_code import discover
+
+    def shape(found):
+        return [(f.name, f.session_key, f.stream_kind, f.parent_session_id, f.agent_id) for f in found.files]
+
+    first = discover([sample])
+    assert discover([sample], known=first.heads).heads == first.heads
+    damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in first.heads.items()}
+    damaged[next(iter(damaged))] = ["not", "a head"]
+    assert shape(discover([sample], known=damaged)) == shape(first)
