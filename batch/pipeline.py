@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from batch import reuse, sql
 from batch.errors import OutputError, SourceError
@@ -27,7 +28,7 @@ from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output, fault
+from batch.write import WORK, Output, fault, read_state
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -110,7 +111,11 @@ def convert(
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     started = time.perf_counter()
-    found_all = _discover(sources, list(entire), combine=all_checkpoints, events=list(entire_events))
+    # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
+    previous = None if full else read_state(out)
+    known = previous.get("heads") if previous and not verify else None
+    known = known if isinstance(known, dict) else None
+    found_all = _discover(sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known)
     found = found_all.found
     _check_apart(found.roots, out)
     if not found_all.units:
@@ -122,7 +127,6 @@ def convert(
     try:
         key = reuse.run_key(found.tool_result_files)
         imports_key = entire_checkpoint.run_key(found_all.imports)
-        previous = None if full else output.previous_state()
         plan = reuse.plan(found_all.units, previous, key=key)
         # a batch whose parts are no longer all there (removed by hand) is converted again
         missing = {
@@ -139,6 +143,7 @@ def convert(
         owners_fp = reuse.fingerprints(found_all.units)
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
         # its parts; a batch whose rows cannot all be told apart by group is converted again
+        # (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
         carved_batches, uncarved = [], set()
         for old, keep in plan.carved:
             carved = None if verify else _carve(output, old, keep)
@@ -248,8 +253,10 @@ def convert(
             manifest = _manifest(
                 found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
             )
-        output.write_state({"run_key": key, "imports": imports_key,
-                            "batches": sorted(state_batches, key=lambda b: b["part"])})
+        output.write_state({
+            "run_key": key, "imports": imports_key, "heads": found.heads,
+            "batches": sorted(state_batches, key=lambda b: b["part"]),
+        })
         output.write_manifest(manifest)
         output.commit()
     except BaseException:
@@ -266,6 +273,10 @@ def convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+# the columns that tell a row's session group (`_carve`)
+_CARVE_KEYS = ("source_file", "session_key", "child_session_key", "parent_session_key")
 
 
 def _carve(output: Output, batch: dict, keep: frozenset[str]) -> dict | None:
@@ -309,30 +320,43 @@ def _carve(output: Output, batch: dict, keep: frozenset[str]) -> dict | None:
         return None
 
     part = reuse.part_id(sorted(keep))
-    taken: dict[tuple[str, bool], pl.DataFrame] = {}
+    # first tell every row's group from the key columns alone, then write: a part whose rows are
+    # all kept is linked under the new name as it is, the others are read whole and filtered
+    kept: list[tuple[str, bool, Path, pl.Series | None, int]] = []
     for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
         for table in tables:
             source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
             if source.is_symlink() or not source.is_file():
                 return None
-            frame = pl.read_parquet(source)
-            if not frame.height:
-                taken[table, work] = frame
+            meta = pq.read_metadata(source)
+            if not meta.num_rows:
+                kept.append((table, work, source, None, 0))
                 continue
+            names = meta.schema.to_arrow_schema().names
+            frame = pl.read_parquet(source, columns=[c for c in _CARVE_KEYS if c in names])
             group = group_of(frame)
             if group is None:
                 return None
             owners = frame.select(group.alias("_group")).get_column("_group")
             if owners.null_count():
                 return None
-            taken[table, work] = frame.filter(owners.is_in(list(keep)))
+            mask = owners.is_in(list(keep))
+            kept.append((table, work, source, None if mask.all() else mask, meta.num_rows))
     counts, work_tables = {}, []
-    for (table, work), frame in taken.items():
+    for table, work, source, mask, rows in kept:
+        if mask is None:
+            output.link(source, table, part, work=work)
+        else:
+            frame = pl.read_parquet(source).filter(mask)
+            if work:
+                output.write_work(table, frame, part)
+            else:
+                output.write(TABLES_BY_NAME[table], frame, part)
+            rows = frame.height
         if work:
-            output.write_work(table, frame, part)
             work_tables.append(table)
         else:
-            counts[table] = output.write(TABLES_BY_NAME[table], frame, part)
+            counts[table] = rows
     files = {name for owner in keep for name, *_ in groups[owner] or []}
     return {
         "part": part,
@@ -363,11 +387,14 @@ def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:
     return [{"path": p, "reason": r} for p, r in sorted(skipped)]
 
 
-def _discover(sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = ()) -> _Inputs:
-    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files."""
+def _discover(
+    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None
+) -> _Inputs:
+    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
+    `known`: the heads of files a previous discovery read (`claude_code.discover`)."""
     repos = [p for p in sources if is_repository(p)] + entire
     paths = [p for p in sources if p not in repos]
-    found = discover(paths) if paths else Discovery()
+    found = discover(paths, known=known) if paths else Discovery()
     # one import per repository, however often and however spelled it is named
     unique = {_git_folder(p): p for p in reversed(repos)}
     imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]

@@ -150,16 +150,7 @@ class Output:
 
     def previous_state(self) -> dict | None:
         """The reuse state of the output this run replaces, when it is ours and was written by this version."""
-        path = self.out / STATE
-        if _manifest_tables(self.out) is None or path.is_symlink() or not path.is_file():
-            return None
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
-            return None
-        return state
+        return read_state(self.out)
 
     def previous_manifest(self) -> dict:
         return json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
@@ -181,11 +172,15 @@ class Output:
                 source = (self.out / WORK / table if work else self.out / table) / f"part-{part}.parquet"
                 if source.is_symlink() or not source.is_file():
                     continue
-                target = self.part(table, part, work=work)
-                try:
-                    os.link(source, target)
-                except OSError:
-                    shutil.copyfile(source, target)
+                self.link(source, table, part, work=work)
+
+    def link(self, source: Path, table: str, part: str, *, work: bool = False) -> None:
+        """Hard-link (else copy) the part file `source` of the previous output as this run's part `part` of `table`."""
+        target = self.part(table, part, work=work)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
 
     def reuse_catalog(self) -> bool:
         """Hard-link (else copy) the previous output's catalog, when its tables are all reused; False
@@ -264,6 +259,21 @@ class Output:
             self._lock = None
 
 
+def read_state(out: Path) -> dict | None:
+    """The reuse state of the output folder `out`, when it is ours and was written by this version; only reads."""
+    try:
+        out = out.resolve()
+        path = out / STATE
+        if path.is_symlink() or not path.is_file() or _manifest_tables(out) is None:
+            return None
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
+        return None
+    if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
+        return None
+    return state
+
+
 def fault(step: str, event: threading.Event | None = None) -> None:
     """Kill this process at `step`, or stall there for a minute, when the test hook asks for it."""
     asked = os.environ.get(FAULT_ENV)
@@ -329,9 +339,28 @@ def _manifest_tables(folder: Path) -> list[str] | None:
     if path.is_symlink() or not path.is_file():
         return None
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            # the manifest of a large output is tens of MB: a file read before, unchanged since (same
+            # inode, size, modification and change times), is not parsed again
+            st = os.fstat(fh.fileno())
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if key in _READ_MANIFESTS:
+                tables = _READ_MANIFESTS[key]
+                return None if tables is None else list(tables)
+            manifest = json.loads(fh.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
+    tables = _ours(manifest)
+    _READ_MANIFESTS.clear()
+    _READ_MANIFESTS[key] = tables
+    return None if tables is None else list(tables)
+
+
+# the table list `_manifest_tables` found in the manifest file read last, by its identity
+_READ_MANIFESTS: dict[tuple, list[str] | None] = {}
+
+
+def _ours(manifest: object) -> list[str] | None:
     if not isinstance(manifest, dict):
         return None
     fmt, producer, tables = manifest.get("format"), manifest.get("producer"), manifest.get("tables")

@@ -240,3 +240,103 @@ def test_a_foreign_file_among_the_work_tables_is_refused(sample, tmp_path):
     with pytest.raises(OutputError, match=r"_work/session_streams/notes\.txt"):
         batch.convert([sample], out)
     assert (out / "_work" / "session_streams" / "notes.txt").read_text() == "mine"
+
+
+def _count_peeks(monkeypatch) -> list[str]:
+    """Record the files whose first lines discovery reads."""
+    import batch.sources.claude_code as cc
+
+    peeked, peek = [], cc._peek
+
+    def counting(path):
+        peeked.append(path.name)
+        return peek(path)
+
+    monkeypatch.setattr(cc, "_peek", counting)
+    return peeked
+
+
+def test_unchanged_files_are_classified_from_the_state_without_reading_them(sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    peeked = _count_peeks(monkeypatch)
+    batch.convert([sample], out)
+    files = len(peeked)
+    assert files == len(list(sample.rglob("*.jsonl"))) and files > 3
+    peeked.clear()
+    batch.convert([sample], out)
+    assert peeked == []
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 9)
+    batch.convert([sample], out)
+    assert peeked == [Path(VIEWER).name]
+    peeked.clear()
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["session_groups_converted"] == 1
+    assert len(peeked) == files  # the full conversion into a new folder reads every head
+    peeked.clear()
+    batch.convert([sample], out, verify=True)  # --verify reads every head again, as it hashes every file
+    assert len(peeked) == files
+    peeked.clear()
+    batch.convert([sample], out, full=True)
+    assert len(peeked) == files
+
+
+@pytest.mark.parametrize("change", ["session", "subagent"])
+def test_a_file_whose_classification_changes_is_classified_again(sample, tmp_path, change):
+    # a transcript whose name is not a session ID: its session comes from its first lines
+    path = sample / "-Users-demo-viewer" / "notes.jsonl"
+    path.write_text(dumps(user(uid(1), None, "first", sid=NEW_SID)) + "\n")
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    assert NEW_SID in read_tables(out)["sessions"]["session_key"].to_list()
+    other = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
+    if change == "session":  # now the lines of another session
+        path.write_text(dumps(user(uid(2), None, "second", sid="88888888-8888-4888-8888-888888888888")) + "\n")
+    else:  # now a subagent of an existing session
+        path.write_text(dumps(user(uid(2), None, "task", sid=other, agentId="a1b2c3", isSidechain=True)) + "\n")
+    batch.convert([sample], out)
+    assert_same_as_full(sample, out, tmp_path)
+    assert NEW_SID not in read_tables(out)["sessions"]["session_key"].to_list()
+
+
+def test_verify_classifies_a_file_changed_without_changing_its_size_and_time(sample, tmp_path):
+    path = sample / "-Users-demo-viewer" / "notes.jsonl"
+    path.write_text(dumps(user(uid(1), None, "first", sid=NEW_SID)) + "\n")
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    st = path.stat()
+    moved = "88888888-8888-4888-8888-888888888888"
+    path.write_text(path.read_text().replace(NEW_SID, moved))  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    batch.convert([sample], out)
+    # as make and rsync: size and time unchanged, so the previous classification and conversion stay
+    assert NEW_SID in read_tables(out)["sessions"]["session_key"].to_list()
+    batch.convert([sample], out, verify=True)
+    assert_same_as_full(sample, out, tmp_path)
+    assert moved in read_tables(out)["sessions"]["session_key"].to_list()
+
+
+def test_batches_hold_sessions_of_the_same_age():
+    from batch.sources.base import Loaded, Unit, batches
+
+    def unit(owner: str, mtime: int) -> Unit:
+        return Unit(owner, 10, lambda: Loaded(), fingerprint=((f"{owner}.jsonl", 10, mtime, None),))
+
+    # by owner the newest two (b, d) would fall into different batches; by their newest file they share one
+    units = [unit("a", 1), unit("b", 4), unit("c", 2), unit("d", 3)]
+    assert [[u.owner for u in group] for group in batches(units, max_bytes=20)] == [["a", "c"], ["d", "b"]]
+    # a group's age is that of its newest file; ties go by owner
+    late = Unit("a", 10, lambda: Loaded(), fingerprint=(("a/x.jsonl", 5, 1, None), ("a/y.jsonl", 5, 9, None)))
+    assert [[u.owner for u in g] for g in batches([late, unit("e", 9), unit("f", 0)], max_bytes=10)] == [["f"], ["a"], ["e"]]
+
+
+def test_a_head_entry_that_does_not_fit_is_not_used(sample):
+    from batch.sources.claude_code import discover
+
+    def shape(found):
+        return [(f.name, f.session_key, f.stream_kind, f.parent_session_id, f.agent_id) for f in found.files]
+
+    first = discover([sample])
+    assert discover([sample], known=first.heads).heads == first.heads
+    damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in first.heads.items()}
+    damaged[next(iter(damaged))] = ["not", "a head"]
+    assert shape(discover([sample], known=damaged)) == shape(first)

@@ -84,17 +84,24 @@ class Unit:
 
 
 def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:
-    """Group units into batches of at most `max_bytes`, in owner order; a larger unit is a batch of its own.
+    """Group units into batches of at most `max_bytes`; a larger unit is a batch of its own.
 
-    Units with the same owner (one session found in several sources) go to the same batch, so copies
-    of a stream are told apart within one batch."""
+    Groups go in the order of their newest file's modification time (then owner), so sessions of
+    the same days share batches: the live sessions, which keep growing, are then in few batches,
+    and an incremental run leaves the batches of older sessions alone. Units with the same owner
+    (one session found in several sources) go to the same batch, so copies of a stream are told
+    apart within one batch."""
     groups: dict[str, list[Unit]] = {}
     for unit in units:
         groups.setdefault(unit.owner, []).append(unit)
+    newest = {
+        owner: max((f[2] for u in group if u.fingerprint for f in u.fingerprint if f[2] is not None), default=0)
+        for owner, group in groups.items()
+    }
     out: list[list[Unit]] = []
     current: list[Unit] = []
     size = 0
-    for owner in sorted(groups):
+    for owner in sorted(groups, key=lambda o: (newest[o], o)):
         group = groups[owner]
         group_size = sum(u.size for u in group)
         if current and size + group_size > max_bytes:

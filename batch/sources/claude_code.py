@@ -35,6 +35,9 @@ class Discovery:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     tool_result_files: set[str] = field(default_factory=set)  # names of files under tool-results/
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
+    # what the head of each transcript said, by shown name: [size, mtime_ns, agent ID, session ID]
+    # (see `discover`'s `known`); an incremental run keeps it in the reuse state
+    heads: dict[str, list] = field(default_factory=dict)
 
 
 def default_source() -> Path:
@@ -48,11 +51,14 @@ def display(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover(sources: list[Path]) -> Discovery:
+def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Discovery:
     """Find transcript files under each source path (a folder or a file).
 
     Every file below a source is either a transcript to convert or listed in `skipped` with the
     reason, and so is every folder that cannot be read or that a symbolic link loop leads back to.
+    A file is classified (main or subagent, its session) by its path and the IDs in its first lines;
+    `known` (a previous discovery's `heads`) gives those IDs for files whose name, size and
+    modification time are the same, as make and rsync compare files, so their heads are not read again.
     """
     found = Discovery()
     for src in sources:
@@ -67,7 +73,7 @@ def discover(sources: list[Path]) -> Discovery:
     seen: dict[Path, str] = {}
     sidecars: dict[Path, str] = {}
     for root, prefix in zip(found.roots, _root_names(found.roots)):
-        for path, name, folders, problem in _walk(root, prefix):
+        for path, name, folders, problem, st in _walk(root, prefix):
             if problem:
                 found.skipped.append((name, problem))
                 continue
@@ -90,7 +96,7 @@ def discover(sources: list[Path]) -> Discovery:
                 found.skipped.append((name, "workflow run journal, not a transcript"))
                 continue
             try:
-                found.files.append(_classify(path, name))
+                found.files.append(_classify(path, name, st, known or {}, found.heads))
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     transcripts = {f.path.with_name(f.path.name[: -len(".jsonl")] + ".meta.json") for f in found.files}
@@ -156,7 +162,7 @@ def _walk(root: Path, prefix: str):
         for filename in sorted(filenames):
             yield from _file_entry(here / filename, _shown(prefix, (rel / filename).as_posix()), rel.parts)
     for name, why in problems:
-        yield root, name, (), why
+        yield root, name, (), why, None
 
 
 def _shown(prefix: str, rel: str) -> str:
@@ -168,34 +174,47 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
         st = path.stat()
     except OSError as exc:
         why = "broken symbolic link" if path.is_symlink() else f"cannot be read ({exc.strerror})"
-        yield path, name, folders, why
+        yield path, name, folders, why, None
         return
     if not stat.S_ISREG(st.st_mode):
-        yield path, name, folders, "not a regular file"
+        yield path, name, folders, "not a regular file", st
         return
-    yield path, name, folders, None
+    yield path, name, folders, None, st
 
 
-def _classify(path: Path, name: str) -> Stream:
-    st = path.stat()
+def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list]) -> Stream:
     size = st.st_size
-    head = _peek(path)  # also proves the file can be opened
+    seen = known.get(name)
+    if _still(seen, size, st.st_mtime_ns):
+        os.close(os.open(path, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
+        agent_id, session_id = seen[2], seen[3]
+    else:
+        head = _peek(path)  # also proves the file can be opened
+        agent_id = next((o["agentId"] for o in head if _is_id(o.get("agentId"))), None)
+        session_id = next((o["sessionId"] for o in head if _is_id(o.get("sessionId"))), None)
+    heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
     filename = display(path.name)
     agent_match = AGENT_FILE_RE.match(filename)
-    agent_id = next((o["agentId"] for o in head if _is_id(o.get("agentId"))), None)
-    session_ids = [o["sessionId"] for o in head if _is_id(o.get("sessionId"))]
     if agent_match or agent_id:
         agent_id = agent_id or agent_match.group(1)
         nested = path.parent.name == "subagents" or "subagents" in path.parts
         parent = _subagents_owner(path) if nested else None
-        parent = parent or (session_ids[0] if session_ids else None)
+        parent = parent or session_id
         sidecar_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
         sidecar = _read_sidecar(sidecar_path)
         key = f"{parent}/{agent_id}" if parent else f"agent-{agent_id}"
         return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar, path=path, mtime_ns=st.st_mtime_ns)
     stem = filename[: -len(".jsonl")]
-    session_id = stem if UUID_RE.match(stem) else (session_ids[0] if session_ids else stem)
+    session_id = stem if UUID_RE.match(stem) else (session_id or stem)
     return Stream(name, size, "main", session_id, session_id, path=path, mtime_ns=st.st_mtime_ns)
+
+
+def _still(seen: object, size: int, mtime_ns: int) -> bool:
+    """Whether `seen`, a file's entry of a previous discovery's `heads`, is of this size and modification time."""
+    return (
+        isinstance(seen, list) and len(seen) == 4 and seen[:2] == [size, mtime_ns]
+        and all(v is None or _is_id(v) for v in seen[2:])
+    )
 
 
 def _is_id(value: object) -> bool:
