@@ -38,7 +38,9 @@ def fingerprints(units: list[Unit]) -> dict[str, list | None]:
         if unit.fingerprint is None:
             found[unit.owner] = None
         else:
-            found[unit.owner] = sorted([*(found.get(unit.owner) or []), *json.loads(json.dumps(unit.fingerprint))])
+            # entries of several sources (files, Git objects) differ in shape: ordered by their JSON text
+            entries = [*(found.get(unit.owner) or []), *json.loads(json.dumps(unit.fingerprint))]
+            found[unit.owner] = sorted(entries, key=json.dumps)
     return found
 
 

@@ -319,14 +319,25 @@ def test_batches_hold_sessions_of_the_same_age():
     from batch.sources.base import Loaded, Unit, batches
 
     def unit(owner: str, mtime: int) -> Unit:
-        return Unit(owner, 10, lambda: Loaded(), fingerprint=((f"{owner}.jsonl", 10, mtime, None),))
+        return Unit(owner, 10, lambda: Loaded(), fingerprint=((f"{owner}.jsonl", 10, mtime, None),), newest=mtime)
 
     # by owner the newest two (b, d) would fall into different batches; by their newest file they share one
     units = [unit("a", 1), unit("b", 4), unit("c", 2), unit("d", 3)]
     assert [[u.owner for u in group] for group in batches(units, max_bytes=20)] == [["a", "c"], ["d", "b"]]
-    # a group's age is that of its newest file; ties go by owner
-    late = Unit("a", 10, lambda: Loaded(), fingerprint=(("a/x.jsonl", 5, 1, None), ("a/y.jsonl", 5, 9, None)))
-    assert [[u.owner for u in g] for g in batches([late, unit("e", 9), unit("f", 0)], max_bytes=10)] == [["f"], ["a"], ["e"]]
+    # a group's age is that of its newest unit; ties go by owner
+    old, late = unit("a", 1), unit("a", 9)
+    assert [[u.owner for u in g] for g in batches([old, late, unit("e", 9), unit("f", 0)], max_bytes=20)] == [
+        ["f"], ["a", "a"], ["e"]
+    ]
+
+
+def test_a_unit_has_the_age_of_its_newest_file():
+    from batch.sources.base import Stream
+    from batch.sources.claude_code import units
+
+    main = Stream("p/s.jsonl", 5, "main", "s", "s", mtime_ns=3)
+    subagent = Stream("p/agent-x.jsonl", 5, "subagent", "x", "s/x", parent_session_id="s", agent_id="x", mtime_ns=7)
+    assert [(u.owner, u.newest) for u in units([main, subagent])] == [("s", 7)]
 
 
 def test_a_head_entry_that_does_not_fit_is_not_used(sample):

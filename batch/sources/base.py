@@ -81,6 +81,7 @@ class Unit:
     # time, digest of its sidecar, as make and rsync do; per Git blob: its ID); None when only reading tells.
     # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
     fingerprint: tuple | None = None
+    newest: int = 0  # the newest modification time of its files, in ns (0 when not known: Git objects)
 
 
 def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:
@@ -94,10 +95,7 @@ def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:
     groups: dict[str, list[Unit]] = {}
     for unit in units:
         groups.setdefault(unit.owner, []).append(unit)
-    newest = {
-        owner: max((f[2] for u in group if u.fingerprint for f in u.fingerprint if f[2] is not None), default=0)
-        for owner, group in groups.items()
-    }
+    newest = {owner: max(u.newest for u in group) for owner, group in groups.items()}
     out: list[list[Unit]] = []
     current: list[Unit] = []
     size = 0

@@ -264,7 +264,7 @@ def units(files: list[Stream]) -> list[Unit]:
         groups.setdefault(group_owner(f), []).append(f)
     return [
         Unit(owner, sum(f.size for f in group), lambda group=group: Loaded(list(group)), label=owner,
-             fingerprint=_fingerprint(group))
+             fingerprint=_fingerprint(group), newest=max(f.mtime_ns or 0 for f in group))
         for owner, group in sorted(groups.items())
     ]
 
