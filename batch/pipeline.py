@@ -515,14 +515,32 @@ def _convert_batch_on(
         inputs.extend(converted.inputs)
         skipped.extend(converted.skipped)
     tail.number(frames)  # records from another file than their stream's transcript: after it
+    # the statements are done: what the connection holds (registered frames, temporary tables and
+    # the memory DuckDB keeps for reuse) is released before the writes, and each frame once written
+    _release(con)
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:
-            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
+            counts[table.name] = output.write(table, _concat(table.schema, frames.pop(table.name)), index)
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
-            output.write_work(name, pl.from_arrow(_cast(schema, frames[name])), index)
+            output.write_work(name, pl.from_arrow(_cast(schema, frames.pop(name))), index)
     return _Batch(units, inputs, counts, skipped)
+
+
+def _release(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop a batch connection's temporary tables and views (registered frames included), then make
+    DuckDB return the memory it keeps for reuse (setting its memory limit flushes its allocator)."""
+    for name, kind in con.execute(
+        "select table_name, 'table' from duckdb_tables() where temporary "
+        "union all select view_name, 'view' from duckdb_views() where temporary and not internal"
+    ).fetchall():
+        con.execute(f'drop {kind} if exists "{name}"')  # a registered frame is a view: its reference is dropped
+    con.execute("set memory_limit = $limit", {"limit": _memory_limit(con)})
+
+
+def _memory_limit(con: duckdb.DuckDBPyConnection) -> str:
+    return con.execute("select current_setting('memory_limit')").fetchone()[0]
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
