@@ -530,17 +530,13 @@ def _convert_batch_on(
 
 def _release(con: duckdb.DuckDBPyConnection) -> None:
     """Drop a batch connection's temporary tables and views (registered frames included), then make
-    DuckDB return the memory it keeps for reuse (setting its memory limit flushes its allocator)."""
+    DuckDB return the memory it keeps for reuse."""
     for name, kind in con.execute(
         "select table_name, 'table' from duckdb_tables() where temporary "
         "union all select view_name, 'view' from duckdb_views() where temporary and not internal"
     ).fetchall():
         con.execute(f'drop {kind} if exists "{name}"')  # a registered frame is a view: its reference is dropped
-    con.execute("set memory_limit = $limit", {"limit": _memory_limit(con)})
-
-
-def _memory_limit(con: duckdb.DuckDBPyConnection) -> str:
-    return con.execute("select current_setting('memory_limit')").fetchone()[0]
+    sql.flush(con)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
