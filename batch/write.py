@@ -68,8 +68,6 @@ def _family(t: pa.DataType) -> str:
         return "null"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
     if pa.types.is_integer(t):
         return "integer"
     if pa.types.is_floating(t):
@@ -215,14 +213,8 @@ class Output:
         return folder.is_dir() and any(folder.iterdir())
 
     def write(self, table: Table, data: pl.DataFrame | pa.Table, index: int = 0) -> int:
-        """Write one part of an output table in its declared schema (see `conform`); return the row count.
-
-        A Polars frame is exported with string views, which share its buffers: the cast to the
-        declared types is then the only copy of its strings (plain Arrow strings would be a first
-        copy, and the cast of their large offsets a second)."""
-        if isinstance(data, pl.DataFrame):
-            data = data.to_arrow(compat_level=pl.CompatLevel.newest())
-        arrow = conform(table, data)
+        """Write one part of an output table in its declared schema (see `conform`); return the row count."""
+        arrow = conform(table, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
         pq.write_table(arrow, self.part(table.name, index), compression="zstd")
         return arrow.num_rows
 
