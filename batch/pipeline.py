@@ -41,13 +41,13 @@ BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
-# 48 MiB at once stay near 1.5 GiB; larger batches are no faster.
+# 48 MiB at once peak at 1.1 to 1.2 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: about BASE + FACTOR x its input, from single sessions
-# of 64 and 130 MiB (docs/performance.md, "One large session").
+# of 256 MiB (2,654 to 2,894 MiB; docs/performance.md, "One large session").
 BATCH_MEMORY_BASE = 128 << 20
-BATCH_MEMORY_FACTOR = 15
+BATCH_MEMORY_FACTOR = 11
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
