@@ -45,7 +45,7 @@ FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: about BASE + FACTOR x its input, from single sessions
-# of 256 MiB (2,654 to 2,894 MiB; docs/performance.md, "One large session").
+# of 256 and 514 MiB (2,654 to 2,894 and 5,295 MiB; docs/performance.md, "One large session").
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 11
 @dataclass
