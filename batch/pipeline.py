@@ -42,13 +42,13 @@ BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
-# 48 MiB at once stay near 1.5 GiB; larger batches are no faster.
+# 48 MiB at once peak at 1.1 to 1.2 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: about BASE + FACTOR x its input, from single sessions
-# of 64 and 130 MiB (docs/performance.md, "One large session").
+# of 256 and 514 MiB (2,654 to 2,894 and 5,295 MiB; docs/performance.md, "One large session").
 BATCH_MEMORY_BASE = 128 << 20
-BATCH_MEMORY_FACTOR = 15
+BATCH_MEMORY_FACTOR = 11
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
@@ -549,14 +549,28 @@ def _convert_batch_on(
         inputs.extend(converted.inputs)
         skipped.extend(converted.skipped)
     tail.number(frames)  # records from another file than their stream's transcript: after it
+    # the statements are done: what the connection holds (registered frames, temporary tables and
+    # the memory DuckDB keeps for reuse) is released before the writes, and each frame once written
+    _release(con)
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:
-            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
+            counts[table.name] = output.write(table, _concat(table.schema, frames.pop(table.name)), index)
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
-            output.write_work(name, pl.from_arrow(_cast(schema, frames[name])), index)
+            output.write_work(name, pl.from_arrow(_cast(schema, frames.pop(name))), index)
     return _Batch(units, inputs, counts, skipped)
+
+
+def _release(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop a batch connection's temporary tables and views (registered frames included), then make
+    DuckDB return the memory it keeps for reuse."""
+    for name, kind in con.execute(
+        "select table_name, 'table' from duckdb_tables() where temporary "
+        "union all select view_name, 'view' from duckdb_views() where temporary and not internal"
+    ).fetchall():
+        con.execute(f'drop {kind} if exists "{name}"')  # a registered frame is a view: its reference is dropped
+    sql.flush(con)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:

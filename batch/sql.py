@@ -143,3 +143,9 @@ def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
         con.execute(f'create or replace temp view "{name}" as\n' + load(name))
     except duckdb.Error as exc:
         raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+
+
+def flush(con: duckdb.DuckDBPyConnection) -> None:
+    """Make DuckDB return to the system the memory its allocator keeps for reuse after a statement
+    (resetting the memory limit, which the connections leave at its default, flushes it)."""
+    con.execute("reset memory_limit")

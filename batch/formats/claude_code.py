@@ -164,13 +164,19 @@ def convert(
     observations = _split_sidechains(con, observations)
     classified = classify(observations).with_row_index("obs_idx")
     sql.register(con, "classified", classified)
+    # read by no other step of the batch: computed while the least is held, before the index and
+    # the records. This statement and `parts` need the most working memory of the batch; DuckDB
+    # keeps it for reuse, so it is returned after each (the later statements then start lower).
+    tables = {"number_faults": sql.frame(con, "number_faults")}
+    sql.flush(con)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
     records = _with_texts(sql.frame(con, "records_full"), classified)
     sql.register(con, "records_full", records)
     parts = sql.frame(con, "parts")
     sql.register(con, "batch_parts", parts)
-    tables = {
+    sql.flush(con)
+    tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
         "tool_calls": sql.frame(con, "tool_calls"),
