@@ -190,13 +190,16 @@ joined as (
 -- the latest earlier enqueue of the stream with the same content (any, when remove has none).
 -- A remove with reason absorbed_mid_turn is not a withdrawal: the message was delivered mid-turn
 -- (a queued_command attachment follows it).
+-- (read from first_obs and record_ends, not from `joined`: with one reader that wide relation
+-- is not materialized)
 queue_ops as (
     select
-        j.record_id, j.session_key, j.record_first_ord, j.native_subtype as operation,
+        f.record_id, f.session_key, f.record_first_ord, f.native_subtype as operation,
         c.json->'$.content' as content, c.json->>'$.reason' as reason,
-    from joined as j
-    join classified as c on c.obs_idx = j.native_obs_idx
-    where j.native_type = 'queue-operation'
+    from first_obs as f
+    join record_ends as e on e.record_id = f.record_id
+    join classified as c on c.obs_idx = e.last_idx
+    where f.native_type = 'queue-operation'
 ),
 
 withdrawn as (
