@@ -460,13 +460,38 @@ def _large_groups_message(large: list[list[Unit]], batch_bytes: int) -> str:
     listed = ", ".join(f"{owner} ({size / (1 << 20):,.1f} MiB)" for size, owner in sizes[:3])
     more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
     which = "1 session holds" if len(sizes) == 1 else f"{len(sizes)} sessions hold"
-    memory = BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * biggest
-    shown = f"{memory / (1 << 30):.1f} GiB" if memory >= 1 << 30 else f"{memory >> 20} MiB"
+    memory = large_session_memory(biggest)
+    available = available_memory()
+    short = (
+        f" This machine has about {_size(available)} available: the conversion may run out of memory."
+        if available is not None and memory > available else ""
+    )
     return (
         f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
         f"{listed}{more}. A session is never split across batches: each of these is converted alone, "
-        f"and the largest needs roughly {shown} of memory."
+        f"and the largest needs roughly {_size(memory)} of memory.{short}"
     )
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
+
+
+def large_session_memory(size: int) -> int:
+    """Peak memory, about, of converting one session group of `size` bytes alone."""
+    return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
+
+
+def available_memory() -> int | None:
+    """Memory the system can give without swapping (MemAvailable of /proc/meminfo), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def default_workers() -> int:
