@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -154,6 +155,34 @@ def write_jsonl(path: Path, items: list, *, newline_at_end: bool = True) -> Path
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:
     """Every output table of `out`, read from out/<table>/*.parquet."""
     return {t.name: pl.read_parquet(out / t.name / "*.parquet") for t in TABLES}
+
+
+def sorted_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `df` in one order that does not depend on how they were written."""
+    keys = [c for c, dt in df.schema.items() if not isinstance(dt, pl.List)]
+    return df.sort(keys, nulls_last=True)
+
+
+def read_manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def assert_same_as_full(src: Path, out: Path, tmp_path: Path, **kw) -> dict:
+    """`out` holds every table and the manifest a full conversion of `src` into a new folder gives
+    (but for the manifest's `reuse`); return out's reuse summary."""
+    from polars.testing import assert_frame_equal
+
+    full = tmp_path / "full"
+    shutil.rmtree(full, ignore_errors=True)
+    batch.convert([src], full, full=True, **kw)
+    got, want = read_tables(out), read_tables(full)
+    for t in TABLES:
+        assert_frame_equal(sorted_rows(got[t.name]), sorted_rows(want[t.name]), check_row_order=True)
+    mine, wanted = read_manifest(out), read_manifest(full)
+    summary = mine.pop("reuse")
+    wanted.pop("reuse")
+    assert mine == wanted
+    return summary
 
 
 def run(src: Path | list[Path], out: Path, **kw) -> dict[str, pl.DataFrame]:

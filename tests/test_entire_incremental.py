@@ -15,7 +15,7 @@ from polars.testing import assert_frame_equal
 import batch
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
-from tests.conftest import read_tables
+from tests.conftest import assert_same_as_full, read_manifest, read_tables, sorted_rows
 from tests.entire_repos import S1, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
@@ -73,30 +73,6 @@ def new_checkpoints(repo: Path) -> None:
     }, "Checkpoint: c0ffee000002, 5e5e5e5e5e5e", when=1_772_355_600)
 
 
-def _sorted(df: pl.DataFrame) -> pl.DataFrame:
-    keys = [c for c, dt in df.schema.items() if not isinstance(dt, pl.List)]
-    return df.sort(keys, nulls_last=True)
-
-
-def manifest(out: Path) -> dict:
-    return json.loads((out / "manifest.json").read_text())
-
-
-def assert_same_as_full(repo: Path, out: Path, tmp_path: Path, **kw) -> dict:
-    """`out` holds every table and the manifest a full conversion of `repo` gives; return out's reuse summary."""
-    full = tmp_path / "full"
-    shutil.rmtree(full, ignore_errors=True)
-    batch.convert([repo], full, full=True, **kw)
-    got, want = read_tables(out), read_tables(full)
-    for t in TABLES:
-        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
-    summary = manifest(out).pop("reuse")
-    mine, wanted = manifest(out), manifest(full)
-    mine.pop("reuse"), wanted.pop("reuse")
-    assert mine == wanted
-    return summary
-
-
 @pytest.mark.parametrize("batch_bytes", [1, 48 << 20], ids=["group_per_batch", "one_batch"])
 @pytest.mark.parametrize("all_checkpoints", [False, True], ids=["newest", "all_checkpoints"])
 def test_nothing_changed_reuses_every_group_and_the_final_stage(repo, tmp_path, batch_bytes, all_checkpoints):
@@ -149,7 +125,7 @@ def test_a_moved_branch_tip_reuses_every_group_and_shows_the_new_commit(repo, tm
     summary = assert_same_as_full(repo, out, tmp_path)  # the manifest's provenance included
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups, 0)
     assert summary["final_stage"] == "run"  # the checkpoints table shows the commit each checkpoint is read from
-    commits = {p["commit_id"] for i in manifest(out)["inputs"] for p in i.get("provenance", []) if p["ref"] == V1}
+    commits = {p["commit_id"] for i in read_manifest(out)["inputs"] for p in i.get("provenance", []) if p["ref"] == V1}
     assert commits == {tip}
 
 
@@ -225,15 +201,15 @@ def test_repository_and_files_of_one_session_share_a_group(repo, tmp_path):
     batch.convert([repo, files.parent], out)
     full = tmp_path / "full"
     batch.convert([repo, files.parent], full, full=True)
-    assert manifest(out)["reuse"]["session_groups_reused"] == groups
+    assert read_manifest(out)["reuse"]["session_groups_reused"] == groups
     got, want = read_tables(out), read_tables(full)
     for t in TABLES:
-        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
+        assert_frame_equal(sorted_rows(got[t.name]), sorted_rows(want[t.name]), check_row_order=True)
     new_checkpoints(repo)
     batch.convert([repo, files.parent], out)
-    assert manifest(out)["reuse"]["session_groups_converted"] == 2
+    assert read_manifest(out)["reuse"]["session_groups_converted"] == 2
     shutil.rmtree(full)
     batch.convert([repo, files.parent], full, full=True)
     got, want = read_tables(out), read_tables(full)
     for t in TABLES:
-        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
+        assert_frame_equal(sorted_rows(got[t.name]), sorted_rows(want[t.name]), check_row_order=True)

@@ -3,21 +3,18 @@ groups, and its output equals a full conversion of the same input, table by tabl
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 import batch
 import batch.pipeline
 from batch.errors import OutputError
 from batch.schema import TABLES
-from conftest import dumps, read_tables, uid, user
+from conftest import assert_same_as_full, dumps, read_manifest, read_tables, sorted_rows, uid, user
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 VIEWER = "-Users-demo-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -33,30 +30,6 @@ def sample(tmp_path: Path) -> Path:
     return src
 
 
-def _sorted(df: pl.DataFrame) -> pl.DataFrame:
-    keys = [c for c, dt in df.schema.items() if not isinstance(dt, pl.List)]
-    return df.sort(keys, nulls_last=True)
-
-
-def _manifest(out: Path) -> dict:
-    return json.loads((out / "manifest.json").read_text())
-
-
-def assert_same_as_full(src: Path, out: Path, tmp_path: Path, **kw) -> dict:
-    """`out` holds what a full conversion of `src` into a new folder gives; return out's reuse summary."""
-    full = tmp_path / "full"
-    shutil.rmtree(full, ignore_errors=True)
-    batch.convert([src], full, **kw)
-    got, want = read_tables(out), read_tables(full)
-    for t in TABLES:
-        assert_frame_equal(_sorted(got[t.name]), _sorted(want[t.name]), check_row_order=True)
-    summary = _manifest(out).pop("reuse")
-    manifest, wanted = _manifest(out), _manifest(full)
-    manifest.pop("reuse"), wanted.pop("reuse")
-    assert manifest == wanted
-    return summary
-
-
 def grow(path: Path, sid: str, n: int) -> None:
     with path.open("a", encoding="utf-8") as f:
         f.write(dumps(user(uid(900 + n), None, f"one more prompt {n}", sid=sid)) + "\n")
@@ -65,7 +38,7 @@ def grow(path: Path, sid: str, n: int) -> None:
 def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path):
     out = tmp_path / "out"
     batch.convert([sample], out, batch_bytes=1)
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     assert groups > 2
     result = batch.convert([sample], out, batch_bytes=1)
     summary = assert_same_as_full(sample, out, tmp_path)
@@ -81,7 +54,7 @@ def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path
 def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
     out = tmp_path / "out"
     batch.convert([sample], out, batch_bytes=1)  # one batch per session group
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     if change == "grow":
         grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
     elif change == "add":
@@ -121,7 +94,7 @@ def test_a_new_batch_size_still_reuses_and_gives_the_same_output(sample, tmp_pat
 def test_a_batch_mixing_a_changed_group_with_unchanged_ones_converts_only_the_changed_one(sample, tmp_path, change):
     out = tmp_path / "out"
     batch.convert([sample], out)  # one batch holds every group
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     assert groups > 2 and len(list((out / "records").glob("part-*.parquet"))) == 1
     if change == "grow":
         grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 4)
@@ -145,7 +118,7 @@ def test_a_batch_mixing_a_changed_group_with_unchanged_ones_converts_only_the_ch
 def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
     out = tmp_path / "out"
     batch.convert([sample], out)  # one batch holds every group
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 6)
     batch.convert([sample], out)  # the grown group in one batch, the others in another
     grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 7)
@@ -158,7 +131,7 @@ def test_a_growing_session_ends_up_in_a_batch_of_its_own(sample, tmp_path):
 def test_unchanged_groups_of_a_batch_that_cannot_be_carved_are_converted_again(sample, tmp_path, how):
     out = tmp_path / "out"
     batch.convert([sample], out)  # one batch holds every group
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 8)
     if how == "part_removed":
         next((out / "_work" / "session_streams").glob("part-*.parquet")).unlink()
@@ -171,7 +144,7 @@ def test_unchanged_groups_of_a_batch_that_cannot_be_carved_are_converted_again(s
 def test_a_batch_whose_part_was_removed_is_converted_again(sample, tmp_path, folder):
     out = tmp_path / "out"
     batch.convert([sample], out, batch_bytes=1)
-    groups = _manifest(out)["reuse"]["session_groups_converted"]
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
     next((out / folder).glob("part-*.parquet")).unlink()
     batch.convert([sample], out, batch_bytes=1)
     summary = assert_same_as_full(sample, out, tmp_path)
@@ -196,7 +169,7 @@ def test_a_change_that_keeps_size_and_time_is_found_by_verify_only(sample, tmp_p
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     batch.convert([sample], out, batch_bytes=1)
     # as make and rsync: size and time unchanged, so the previous conversion stays
-    assert _manifest(out)["reuse"]["session_groups_converted"] == 0
+    assert read_manifest(out)["reuse"]["session_groups_converted"] == 0
     batch.convert([sample], out, batch_bytes=1, verify=True)
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["verified"] and summary["session_groups_converted"] == 1
