@@ -13,8 +13,7 @@ import pytest
 import batch
 import batch.pipeline
 from batch.errors import OutputError
-from batch.schema import TABLES
-from conftest import assert_same_as_full, dumps, read_manifest, read_tables, sorted_rows, uid, user
+from conftest import assert_same_as_full, dumps, read_manifest, read_tables, uid, user
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 VIEWER = "-Users-demo-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
