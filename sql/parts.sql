@@ -5,19 +5,9 @@
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
 -- reads: batch_tool_result_files, observation_keys
-with live as (
-    select
-        record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, content, content_type,
-        top_content,
-        -- a record rebuilt from agent_progress copies: its object is data.message of the parent's line
-        case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
-    from observation_keys
-    where is_live
-),
-
 -- attachment rows first, then their JSON: the extractions below run on these rows only (the
 -- whole line's JSON is read for attachments only, not carried with every live observation)
-attachments as materialized (
+with attachments as materialized (
     select
         record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, json,
         case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
@@ -25,16 +15,27 @@ attachments as materialized (
     where is_live and native_type = 'attachment'
 ),
 
--- the content array is parsed once: its elements, then their indexes from the list's length
-array_lists as (
+-- the blocks of message.content (or of a system line's string content), in one pass over the live
+-- lines: a content array is parsed once, its elements unnested with their indexes; a string is one
+-- text block. (Two readers of one CTE of the lines would make DuckDB materialize it, every
+-- content's text included.)
+content_lists as (
     select
-        record_id, session_key, ord, line, native_type, source_file, sub, object_path,
-        json_extract(content, '$[*]') as elements,
-    from live
-    where content_type = 'ARRAY'
+        record_id, session_key, ord, line, native_type, source_file, sub,
+        content_type = 'ARRAY' as is_element,
+        case when record_source = 'agent_progress' then '$.data.message' else '$' end
+            || case when content is null then '.content' else '.message.content' end as block_path,
+        case
+            when content_type = 'ARRAY' then json_extract(content, '$[*]')
+            else [json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$'))]
+        end as elements,
+    from observation_keys
+    where is_live
+        and (content_type in ('ARRAY', 'VARCHAR')
+            or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR'))
 ),
 
-array_blocks as (
+content_blocks as (
     select
         record_id,
         session_key,
@@ -44,25 +45,8 @@ array_blocks as (
         unnest(elements) as block,
         unnest(range(len(elements)::bigint)) as block_index,
         false as is_attachment_data,
-        source_file, sub, object_path || '.message.content' as block_path, true as is_element,
-    from array_lists
-),
-
-string_blocks as (
-    select
-        record_id,
-        session_key,
-        ord,
-        line,
-        native_type,
-        json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$')) as block,
-        0 as block_index,
-        false as is_attachment_data,
-        source_file, sub, object_path || case when content is null then '.content' else '.message.content' end as block_path,
-        false as is_element,
-    from live
-    where content_type = 'VARCHAR'
-        or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR')
+        source_file, sub, block_path, is_element,
+    from content_lists
 ),
 
 -- hook_additional_context is a message authored by a hook: its strings are its text
@@ -97,9 +81,7 @@ attachment_blocks as (
 ),
 
 blocks as (
-    select * from array_blocks
-    union all
-    select * from string_blocks
+    select * from content_blocks
     union all
     select * from hook_context_blocks
     union all
