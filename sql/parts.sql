@@ -104,18 +104,33 @@ first_seen as (
     ) = 1
 ),
 
-numbered as (
-    select
-        ord,
-        is_attachment_data,
-        block_index,
-        -- an attachment's data part comes after the blocks of its text
-        row_number() over (partition by record_id order by is_attachment_data, ord, block_index) - 1 as part_index,
-    from first_seen
+rendered as (
+    select record_id, any_value(json->'$.rendered') as display_content
+    from attachments
+    where (json->'$.rendered') is not null
+    group by record_id
+),
+
+-- the part indexes, with the attachment's rendered text joined on these narrow keys. Materialized,
+-- so that the join stays here: moved above the blocks' join, DuckDB built its hash table on the
+-- blocks (every block's text)
+numbered as materialized (
+    select n.ord, n.is_attachment_data, n.block_index, n.part_index, r.display_content,
+    from (
+        select
+            record_id,
+            ord,
+            is_attachment_data,
+            block_index,
+            -- an attachment's data part comes after the blocks of its text
+            row_number() over (partition by record_id order by is_attachment_data, ord, block_index) - 1 as part_index,
+        from first_seen
+    ) as n
+    left join rendered as r using (record_id)
 ),
 
 distinct_blocks as (
-    select b.*, n.part_index,
+    select b.*, n.part_index, n.display_content,
     from blocks as b
     join numbered as n using (ord, is_attachment_data, block_index)
 ),
@@ -129,13 +144,6 @@ decoded as (
             "is_error": "BOOLEAN", "source": {"media_type": "VARCHAR"}
         }') as b,
     from distinct_blocks
-),
-
-rendered as (
-    select record_id, any_value(json->'$.rendered') as display_content
-    from attachments
-    where (json->'$.rendered') is not null
-    group by record_id
 ),
 
 tool_result_files as (
@@ -164,7 +172,7 @@ shaped as (
         d.is_attachment_data
             and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
             as is_empty_data,
-        r.display_content,
+        d.display_content,
         d.source_file,
         d.line as source_line,
         d.sub as source_sub,
@@ -172,7 +180,6 @@ shaped as (
         d.block_path || case when d.is_element then '[' || d.block_index || ']' else '' end as native_path,
         d.block::varchar as native,
     from decoded as d
-    left join rendered as r using (record_id)
 ),
 
 final as (
