@@ -5,19 +5,9 @@
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
 -- reads: batch_tool_result_files, observation_keys
-with live as (
-    select
-        record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, content, content_type,
-        top_content,
-        -- a record rebuilt from agent_progress copies: its object is data.message of the parent's line
-        case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
-    from observation_keys
-    where is_live
-),
-
 -- attachment rows first, then their JSON: the extractions below run on these rows only (the
 -- whole line's JSON is read for attachments only, not carried with every live observation)
-attachments as materialized (
+with attachments as materialized (
     select
         record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, json,
         case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
@@ -25,16 +15,27 @@ attachments as materialized (
     where is_live and native_type = 'attachment'
 ),
 
--- the content array is parsed once: its elements, then their indexes from the list's length
-array_lists as (
+-- the blocks of message.content (or of a system line's string content), in one pass over the live
+-- lines: a content array is parsed once, its elements unnested with their indexes; a string is one
+-- text block. (Two readers of one CTE of the lines would make DuckDB materialize it, every
+-- content's text included.)
+content_lists as (
     select
-        record_id, session_key, ord, line, native_type, source_file, sub, object_path,
-        json_extract(content, '$[*]') as elements,
-    from live
-    where content_type = 'ARRAY'
+        record_id, session_key, ord, line, native_type, source_file, sub,
+        content_type = 'ARRAY' as is_element,
+        case when record_source = 'agent_progress' then '$.data.message' else '$' end
+            || case when content is null then '.content' else '.message.content' end as block_path,
+        case
+            when content_type = 'ARRAY' then json_extract(content, '$[*]')
+            else [json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$'))]
+        end as elements,
+    from observation_keys
+    where is_live
+        and (content_type in ('ARRAY', 'VARCHAR')
+            or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR'))
 ),
 
-array_blocks as (
+content_blocks as (
     select
         record_id,
         session_key,
@@ -44,25 +45,8 @@ array_blocks as (
         unnest(elements) as block,
         unnest(range(len(elements)::bigint)) as block_index,
         false as is_attachment_data,
-        source_file, sub, object_path || '.message.content' as block_path, true as is_element,
-    from array_lists
-),
-
-string_blocks as (
-    select
-        record_id,
-        session_key,
-        ord,
-        line,
-        native_type,
-        json_object('type', 'text', 'text', json_extract_string(coalesce(content, top_content), '$')) as block,
-        0 as block_index,
-        false as is_attachment_data,
-        source_file, sub, object_path || case when content is null then '.content' else '.message.content' end as block_path,
-        false as is_element,
-    from live
-    where content_type = 'VARCHAR'
-        or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR')
+        source_file, sub, block_path, is_element,
+    from content_lists
 ),
 
 -- hook_additional_context is a message authored by a hook: its strings are its text
@@ -97,9 +81,7 @@ attachment_blocks as (
 ),
 
 blocks as (
-    select * from array_blocks
-    union all
-    select * from string_blocks
+    select * from content_blocks
     union all
     select * from hook_context_blocks
     union all
@@ -122,18 +104,33 @@ first_seen as (
     ) = 1
 ),
 
-numbered as (
-    select
-        ord,
-        is_attachment_data,
-        block_index,
-        -- an attachment's data part comes after the blocks of its text
-        row_number() over (partition by record_id order by is_attachment_data, ord, block_index) - 1 as part_index,
-    from first_seen
+rendered as (
+    select record_id, any_value(json->'$.rendered') as display_content
+    from attachments
+    where (json->'$.rendered') is not null
+    group by record_id
+),
+
+-- the part indexes, with the attachment's rendered text joined on these narrow keys. Materialized,
+-- so that the join stays here: moved above the blocks' join, DuckDB built its hash table on the
+-- blocks (every block's text)
+numbered as materialized (
+    select n.ord, n.is_attachment_data, n.block_index, n.part_index, r.display_content,
+    from (
+        select
+            record_id,
+            ord,
+            is_attachment_data,
+            block_index,
+            -- an attachment's data part comes after the blocks of its text
+            row_number() over (partition by record_id order by is_attachment_data, ord, block_index) - 1 as part_index,
+        from first_seen
+    ) as n
+    left join rendered as r using (record_id)
 ),
 
 distinct_blocks as (
-    select b.*, n.part_index,
+    select b.*, n.part_index, n.display_content,
     from blocks as b
     join numbered as n using (ord, is_attachment_data, block_index)
 ),
@@ -147,13 +144,6 @@ decoded as (
             "is_error": "BOOLEAN", "source": {"media_type": "VARCHAR"}
         }') as b,
     from distinct_blocks
-),
-
-rendered as (
-    select record_id, any_value(json->'$.rendered') as display_content
-    from attachments
-    where (json->'$.rendered') is not null
-    group by record_id
 ),
 
 tool_result_files as (
@@ -182,7 +172,7 @@ shaped as (
         d.is_attachment_data
             and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
             as is_empty_data,
-        r.display_content,
+        d.display_content,
         d.source_file,
         d.line as source_line,
         d.sub as source_sub,
@@ -190,7 +180,6 @@ shaped as (
         d.block_path || case when d.is_element then '[' || d.block_index || ']' else '' end as native_path,
         d.block::varchar as native,
     from decoded as d
-    left join rendered as r using (record_id)
 ),
 
 final as (

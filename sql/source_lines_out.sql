@@ -1,18 +1,25 @@
 -- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
 -- The line's JSON is kept here when records.native does not hold it verbatim.
--- reads: batch_files, batch_lines, batch_rejects, observation_keys
+-- reads: batch_files, batch_lines, batch_rejects, classified, observation_index
 with lines as (
     select l.*, f.source_file, f.session_key, f.is_foreign
     from batch_lines as l
     join batch_files as f using (file_idx)
 ),
 
--- the JSON text only where records.native does not hold it, chosen before the join to the lines
+-- the lines' keys, narrow: joining the whole observation (its JSON text included) would build the
+-- join's hash table on every line's text
 keys as (
-    select
-        file_idx, line, sub, session_key, status, reason, record_id,
-        case when not is_representative then json end as native,
-    from observation_keys
+    select o.obs_idx, o.file_idx, o.line, o.sub, o.session_key, k.status, k.reason, k.record_id,
+    from classified as o
+    join observation_index as k using (obs_idx)
+),
+
+-- the JSON text only where records.native does not hold it, gathered for those lines alone
+natives as (
+    select obs_idx, json as native,
+    from classified
+    where obs_idx in (select obs_idx from observation_index where not is_representative)
 ),
 
 rejected as (
@@ -42,10 +49,11 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        k.native,
+        n.native,
         case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
+    left join natives as n on n.obs_idx = k.obs_idx
     left join rejected as x on x.file_idx = l.file_idx and x.line = l.line
 )
 
