@@ -148,10 +148,6 @@ class Output:
         folder.mkdir(exist_ok=True)
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
-    def previous_state(self) -> dict | None:
-        """The reuse state of the output this run replaces, when it is ours and was written by this version."""
-        return read_state(self.out)
-
     def previous_manifest(self) -> dict:
         return json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
 
