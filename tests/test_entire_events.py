@@ -22,7 +22,7 @@ import batch
 from batch.cli import main
 from batch.sources.events import find
 from batch.transforms import tail
-from tests.conftest import SID, SID2, TEXT, assistant, one, rows, uid, user
+from tests.conftest import SID, SID2, TEXT, assert_same_as_full, assistant, one, rows, uid, user
 from tests.entire_repos import commit, init, meta, root_meta
 
 SID3 = "33333333-3333-4333-8333-333333333333"
@@ -339,3 +339,26 @@ def test_events_with_a_field_of_another_type_or_a_cut_line_lose_no_line(tmp_path
     assert records.select("session_key", "seq").is_duplicated().sum() == 0
     mapped = source_lines.filter(pl.col("status") == "mapped").height
     assert records.filter(pl.col("record_source") == "entire_events").height == mapped
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 48 << 20], ids=["group_per_batch", "one_batch"])
+def test_an_unchanged_events_file_is_reused_and_a_grown_one_converts_its_sessions_again(tmp_path, batch_bytes):
+    src = tmp_path / "src"
+    transcript(src)
+    write_lines(tmp_path / EVENTS, LINES)
+    kw = {"entire_events": [tmp_path / "hooks"], "batch_bytes": batch_bytes}
+    out = tmp_path / "out"
+    groups = batch.convert([src], out, **kw).manifest["reuse"]["session_groups_converted"]
+    assert groups == 2  # SID with its transcript, SID2 of the events alone
+    batch.convert([src], out, **kw)
+    assert assert_same_as_full(src, out, tmp_path, **kw) == {
+        "previous_output": True, "session_groups_reused": 2, "session_groups_converted": 0,
+        "inputs_reused": 2, "inputs_converted": 0, "verified": False, "final_stage": "reused",
+    }
+    # one more event of SID2: the file changed, so both its sessions are converted again
+    write_lines(tmp_path / EVENTS, [*LINES, {"type": 2, "session_id": SID2, "prompt": "again", "timestamp": ts(4, 40)}])
+    batch.convert([src], out, **kw)
+    summary = assert_same_as_full(src, out, tmp_path, **kw)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (0, 2)
+    natives = table(out, "records").filter(pl.col("session_key") == SID2).get_column("native").to_list()
+    assert sum('"prompt": "again"' in n for n in natives) == 1

@@ -57,7 +57,10 @@ def discover(paths: list[Path]) -> tuple[list[Unit], EventFiles]:
     found = find(paths)
     units = []
     for path, shown in found.files:
-        size = path.stat().st_size
+        st = path.stat()
+        size = st.st_size
+        # every unit of the file is converted again when the file changes (name, size, modification time)
+        fingerprint = ((shown, size, st.st_mtime_ns, None),)
         probe = Stream(shown, size, "main", shown, shown, path=path, producer_source=FORMAT)
         lines = read_lines([probe]).lines
         sessions = (
@@ -67,8 +70,9 @@ def discover(paths: list[Path]) -> tuple[list[Unit], EventFiles]:
         )
         owners = list(sessions.iter_rows()) or [(shown, size)]
         for key, owned in owners:
-            stream = Stream(shown, size, "main", key, key, path=path, producer_source=FORMAT)
-            units.append(Unit(key, owned, partial(Loaded, [stream]), label=f"{shown}: session {key}"))
+            stream = Stream(shown, size, "main", key, key, path=path, producer_source=FORMAT, mtime_ns=st.st_mtime_ns)
+            units.append(Unit(key, owned, partial(Loaded, [stream]), label=f"{shown}: session {key}",
+                              fingerprint=fingerprint, newest=st.st_mtime_ns))
     return units, found
 
 
