@@ -362,3 +362,8 @@ def test_an_unchanged_events_file_is_reused_and_a_grown_one_converts_its_session
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (0, 2)
     natives = table(out, "records").filter(pl.col("session_key") == SID2).get_column("native").to_list()
     assert sum('"prompt": "again"' in n for n in natives) == 1
+    # SID's transcript grows, the events file does not: the output is still that of a full conversion
+    path = src / "proj" / f"{SID}.jsonl"
+    path.write_text(path.read_text() + json.dumps(user(uid(3), uid(2), "and more")) + "\n")
+    batch.convert([src], out, **kw)
+    assert assert_same_as_full(src, out, tmp_path, **kw)["session_groups_converted"] >= 1
