@@ -207,6 +207,16 @@ def test_bridge_session_is_an_unknown_kind_kept_whole_and_folded_when_repeated(s
     assert rows(t["session_events"], session_key=SID, native_type="bridge-session") == []
 
 
+
+def assert_numbers_not_mapped(t: dict, values: list[tuple[str, int]]) -> None:
+    """SID's one number_not_mapped loss counts the values and names each (`field=JSON`, line)."""
+    loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
+    assert loss["count"] == len(values)
+    for value, line in values:
+        fragment = f"{value} at -home-user-project/{SID}.jsonl line:{line}"
+        assert fragment in loss["detail"], (fragment, loss["detail"])
+
+
 def test_other_counts_that_fit_no_column_are_declared_too(src: Path, out: Path):
     boundary = envelope(
         "system", uid(3), None, "2026-09-16T08:00:03.000Z", subtype="compact_boundary", content="Conversation compacted",
@@ -236,16 +246,12 @@ def test_other_counts_that_fit_no_column_are_declared_too(src: Path, out: Path):
     assert (hook_row["exit_code"], hook_row["duration_ms"]) == (None, None)  # "0" is text, 10^30 overflows
     durations = [r["duration_ms"] for r in rows(t["hooks"], session_key=SID) if r["native_form"] != hook_row["native_form"]]
     assert durations == [12, None]
-    loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
-    assert loss["count"] == 4
-    where = f"-home-user-project/{SID}.jsonl"
-    for fragment in (
-        f"compactMetadata.preTokens=1.5 at {where} line:3",
-        f'attachment.exitCode="0" at {where} line:4',
-        f"attachment.durationMs={10**30} at {where} line:4",
-        f'hookInfos[1].durationMs="slow" at {where} line:5',
-    ):
-        assert fragment in loss["detail"], (fragment, loss["detail"])
+    assert_numbers_not_mapped(t, [
+        ("compactMetadata.preTokens=1.5", 3),
+        ('attachment.exitCode="0"', 4),
+        (f"attachment.durationMs={10**30}", 4),
+        ('hookInfos[1].durationMs="slow"', 5),
+    ])
 
 
 def test_counts_under_keyed_and_listed_fields_take_json_integers_only(src, out):
@@ -281,13 +287,9 @@ def test_counts_under_keyed_and_listed_fields_take_json_integers_only(src, out):
     assert versions == {"src/app.py": None, "src/ok.py": 3}
     prune = rows(t["compactions"], session_key=SID, compaction_kind="prune")[0]
     assert (prune["tokens_saved"], prune["cleared_tool_uses"]) == (None, 3)
-    loss = rows(t["losses"], session_key=SID, category="number_not_mapped")[0]
-    assert loss["count"] == 4
-    where = f"-home-user-project/{SID}.jsonl"
-    for fragment in (
-        f"modelUsage.claude-opus-4-7.outputTokens=2.5 at {where} line:3",
-        f"modelUsage.a/b~c.inputTokens={10**30} at {where} line:3",
-        f'snapshot.trackedFileBackups.src/app.py.version="2" at {where} line:4',
-        f"message.context_management.applied_edits[0].cleared_input_tokens=1.5 at {where} line:5",
-    ):
-        assert fragment in loss["detail"], (fragment, loss["detail"])
+    assert_numbers_not_mapped(t, [
+        ("modelUsage.claude-opus-4-7.outputTokens=2.5", 3),
+        (f"modelUsage.a/b~c.inputTokens={10**30}", 3),
+        ('snapshot.trackedFileBackups.src/app.py.version="2"', 4),
+        ("message.context_management.applied_edits[0].cleared_input_tokens=1.5", 5),
+    ])
