@@ -127,7 +127,8 @@ def convert(
     try:
         key = reuse.run_key(found.tool_result_files)
         imports_key = entire_checkpoint.run_key(found_all.imports)
-        plan = reuse.plan(found_all.units, previous, key=key)
+        owners_fp = reuse.fingerprints(found_all.units)
+        plan = reuse.plan(found_all.units, previous, key=key, current=owners_fp)
         # a batch whose parts are no longer all there (removed by hand) is converted again
         missing = {
             owner for b in plan.reused
@@ -139,8 +140,7 @@ def convert(
             missing |= _unverified(plan, found_all.units)
         if missing:
             kept = {**previous, "batches": [b for b in previous["batches"] if not missing & set(b["groups"])]}
-            plan = replace(reuse.plan(found_all.units, kept, key=key), complete=False)
-        owners_fp = reuse.fingerprints(found_all.units)
+            plan = replace(reuse.plan(found_all.units, kept, key=key, current=owners_fp), complete=False)
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
         # its parts; a batch whose rows cannot all be told apart by group is converted again
         # (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
@@ -576,7 +576,7 @@ def _convert_batch_on(
     tail.number(frames)  # records from another file than their stream's transcript: after it
     # the statements are done: what the connection holds (registered frames, temporary tables and
     # the memory DuckDB keeps for reuse) is released before the writes, and each frame once written
-    _release(con)
+    sql.release(con)
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:
@@ -585,17 +585,6 @@ def _convert_batch_on(
         if name in frames:
             output.write_work(name, pl.from_arrow(_cast(schema, frames.pop(name))), index)
     return _Batch(units, inputs, counts, skipped)
-
-
-def _release(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop a batch connection's temporary tables and views (registered frames included), then make
-    DuckDB return the memory it keeps for reuse."""
-    for name, kind in con.execute(
-        "select table_name, 'table' from duckdb_tables() where temporary "
-        "union all select view_name, 'view' from duckdb_views() where temporary and not internal"
-    ).fetchall():
-        con.execute(f'drop {kind} if exists "{name}"')  # a registered frame is a view: its reference is dropped
-    sql.flush(con)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:

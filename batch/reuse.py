@@ -64,11 +64,12 @@ class Plan:
         return [fresh, [u for u in self.units if u.owner not in self.changed]] if fresh else [list(self.units)]
 
 
-def plan(units: list[Unit], previous: dict | None, *, key: str) -> Plan:
-    """Split `units` into the previous batches that can be reused and the units to convert."""
+def plan(units: list[Unit], previous: dict | None, *, key: str, current: dict[str, list | None] | None = None) -> Plan:
+    """Split `units` into the previous batches that can be reused and the units to convert
+    (`current`: the units' `fingerprints`, when computed already)."""
     if previous is None or previous.get("run_key") != key:
         return Plan([], list(units), False)
-    current = fingerprints(units)
+    current = fingerprints(units) if current is None else current
     reused, carved, taken = [], [], set()
     batches = previous.get("batches", [])
     for batch in batches:

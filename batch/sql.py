@@ -92,12 +92,25 @@ def order(targets: Iterable[str], *, given: Iterable[str]) -> list[str]:
     return topological(targets, {name: reads(name) for name in names()}, given=given)
 
 
+def _relations(con: duckdb.DuckDBPyConnection, where: str = "true") -> list[tuple[str, str]]:
+    """(name, table or view) of the relations readable on `con` that match `where`."""
+    return con.sql(
+        f"select table_name, 'table' from duckdb_tables() where {where} "
+        f"union all select view_name, 'view' from duckdb_views() where not internal and {where}"
+    ).fetchall()
+
+
 def defined(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Return the names readable on `con`: registered frames, temporary tables and views."""
-    rows = con.sql(
-        "select table_name from duckdb_tables() union all select view_name from duckdb_views() where not internal"
-    ).fetchall()
-    return {name for (name,) in rows}
+    return {name for name, _ in _relations(con)}
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the temporary tables and views of `con` (registered frames included, which drops the
+    references to them), then make DuckDB return the memory it keeps for reuse."""
+    for name, kind in _relations(con, "temporary"):
+        con.execute(f'drop {kind} if exists "{name}"')
+    flush(con)
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:

@@ -172,11 +172,7 @@ class Output:
 
     def link(self, source: Path, table: str, part: str, *, work: bool = False) -> None:
         """Hard-link (else copy) the part file `source` of the previous output as this run's part `part` of `table`."""
-        target = self.part(table, part, work=work)
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copyfile(source, target)
+        _link_or_copy(source, self.part(table, part, work=work))
 
     def reuse_catalog(self) -> bool:
         """Hard-link (else copy) the previous output's catalog, when its tables are all reused; False
@@ -184,10 +180,7 @@ class Output:
         source = self.out / CATALOG
         if source.is_symlink() or not source.is_file() or (self.out / (CATALOG + ".wal")).exists():
             return False
-        try:
-            os.link(source, self.tmp / CATALOG)
-        except OSError:
-            shutil.copyfile(source, self.tmp / CATALOG)
+        _link_or_copy(source, self.tmp / CATALOG)
         self._catalog_reused = True
         return True
 
@@ -253,6 +246,14 @@ class Output:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A new name for the same bytes (a hard link), else a copy (another file system)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def read_state(out: Path) -> dict | None:
