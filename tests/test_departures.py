@@ -11,12 +11,13 @@ from pathlib import Path
 import polars as pl
 
 from conftest import SID, TEXT, assistant, envelope, run, tool_result, uid, usage, user, write_jsonl
+from conftest import rows as matching
 
 MEMDIR = "/home/user/.claude/projects/-home-user-project/memory"
 
 
 def rows(frame: pl.DataFrame, **where) -> list[dict]:
-    return frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items())).to_dicts()
+    return matching(frame, **where).to_dicts()
 
 
 # --------------------------------------------------------------------------- memory_saved op

@@ -27,6 +27,7 @@ from conftest import (
     assistant,
     dumps,
     read_tables,
+    rows,
     run,
     tool_result,
     tool_use,
@@ -43,10 +44,6 @@ def by_line(source_lines: pl.DataFrame, name_suffix: str = "") -> dict:
     """{(line, sub): row} of source_lines, for the file whose name ends with name_suffix."""
     rows = source_lines.filter(pl.col("source_file").str.ends_with(name_suffix)).iter_rows(named=True)
     return {(r["line"], r["sub"]): r for r in rows}
-
-
-def rows(df: pl.DataFrame, **where) -> pl.DataFrame:
-    return df.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
 
 
 def one(df: pl.DataFrame) -> dict:
