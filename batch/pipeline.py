@@ -507,6 +507,7 @@ def _connect(workers: int = 1, *, spill: Path) -> duckdb.DuckDBPyConnection:
     con.execute("set temp_directory = $path", {"path": str(spill)})
     # concurrent batches share the CPUs
     con.execute(f"set threads = {max(1, (os.cpu_count() or 1) // workers)}")
+    sql.define_macros(con)
     return con
 
 

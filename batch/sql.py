@@ -3,6 +3,7 @@
 Each file in sql/ defines one relation and ends in `select * from final`; a failure names the file.
 Its header names the relations it reads (`-- reads: a, b`): other files of sql/, or frames a step
 registers on the connection (`register`). `order` derives the order of the files from those headers.
+The files may call the macros of sql/macros/, which `define_macros` creates on a connection first.
 """
 
 from __future__ import annotations
@@ -37,6 +38,22 @@ def load(name: str) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SqlError(f"sql/{name}.sql cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
+
+
+@cache
+def macro_texts() -> tuple[tuple[str, str], ...]:
+    """(name, text) of every file of sql/macros/, in name order."""
+    return tuple((p.stem, p.read_text(encoding="utf-8")) for p in sorted((sql_dir() / "macros").glob("*.sql")))
+
+
+def define_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros of sql/macros/ (temporary, for this connection) that the files of sql/ call.
+    DuckDB expands a macro where it is called, when it binds the statement."""
+    for name, text in macro_texts():
+        try:
+            con.execute(text)
+        except duckdb.Error as exc:
+            raise SqlError(f"sql/macros/{name}.sql failed: {exc}") from exc
 
 
 _READS = re.compile(r"^--\s*reads:[ \t]*(.*)$", re.MULTILINE)

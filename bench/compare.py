@@ -2,9 +2,9 @@
 
     python bench/compare.py BEFORE AFTER [--show 5]
 
-For every table folder of either output, the rows of the columns both versions have are compared as
-multisets (a 64-bit hash of each whole row, counted on both sides), so the order of rows and of part
-files does not matter. Columns only one side has are named. When BEFORE has `parts.native` (the block's
+For every table folder of either output, the work tables of `_work/` included, the rows of the columns
+both versions have are compared as multisets (a 64-bit hash of each whole row, counted on both sides),
+so the order of rows and of part files does not matter. Columns only one side has are named. When BEFORE has `parts.native` (the block's
 JSON, stored until `native_path` replaced it), every block is also rebuilt from AFTER through
 `parts.native_path` and compared with it. Prints one line per table and exits 1 when anything differs.
 """
@@ -21,11 +21,18 @@ import duckdb
 SKIP = {"asr.duckdb"}
 
 
+# the work tables an incremental re-run reuses (OUT/_work/<table>/), compared as `_work/<table>`
+WORK = "_work"
+
+
 def tables(out: Path) -> dict[str, str]:
+    folders = [p for p in sorted(out.iterdir()) if p.is_dir() and p.name not in SKIP and p.name != WORK]
+    if (out / WORK).is_dir():
+        folders += [p for p in sorted((out / WORK).iterdir()) if p.is_dir()]
     return {
-        p.name: str(p / "*.parquet")
-        for p in sorted(out.iterdir())
-        if p.is_dir() and p.name not in SKIP and any(p.glob("*.parquet"))
+        str(p.relative_to(out)): str(p / "*.parquet")
+        for p in folders
+        if any(p.glob("*.parquet"))
     }
 
 

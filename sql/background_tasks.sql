@@ -265,7 +265,7 @@ reads as (
         result_native ->> '$.task.task_type' as native_task_type,
         result_native ->> '$.task.description' as description,
         result_native ->> '$.command' as command,
-        case when json_type(coalesce(nullif(result_native -> '$.exitCode', 'null'), result_native -> '$.task.exitCode')) in ('BIGINT', 'UBIGINT') then try_cast((coalesce(nullif(result_native -> '$.exitCode', 'null'), result_native -> '$.task.exitCode'))::varchar as bigint) end as exit_code,
+        json_bigint(coalesce(nullif(result_native -> '$.exitCode', 'null'), result_native -> '$.task.exitCode')) as exit_code,
         cast(null as varchar) as output_file,
         cast(null as varchar) as summary,
         result_native::json as latest_native,

@@ -104,7 +104,7 @@ final as (
         r.is_snapshot_update,
         r.file_index,
         r.path,
-        case when json_type(r.backup -> '$.version') in ('BIGINT', 'UBIGINT') then try_cast((r.backup -> '$.version')::varchar as bigint) end as version,
+        json_bigint(r.backup -> '$.version') as version,
         r.backup ->> 'backupFileName' as blob,
         try_cast(r.backup ->> 'backupTime' as timestamptz) as backup_at,
         try_cast(r.snapshot_time as timestamptz) as snapshot_at,

@@ -141,20 +141,20 @@ final as (
         edit_type,
         metadata->>'$.trigger' as trigger,
         -- counts are JSON integers only (number_faults.sql declares any other form lost)
-        case when json_type(metadata->'$.preTokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.preTokens')::varchar as bigint) end as pre_tokens,
-        case when json_type(metadata->'$.postTokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.postTokens')::varchar as bigint) end as post_tokens,
+        json_bigint(metadata->'$.preTokens') as pre_tokens,
+        json_bigint(metadata->'$.postTokens') as post_tokens,
         case compaction_kind
-            when 'micro' then case when json_type(metadata->'$.tokensSaved') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.tokensSaved')::varchar as bigint) end
-            when 'prune' then case when json_type(metadata->'$.cleared_input_tokens') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_input_tokens')::varchar as bigint) end
+            when 'micro' then json_bigint(metadata->'$.tokensSaved')
+            when 'prune' then json_bigint(metadata->'$.cleared_input_tokens')
         end as tokens_saved,
-        case when compaction_kind = 'full' then case when json_type(metadata->'$.durationMs') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.durationMs')::varchar as bigint) end end as duration_ms,
+        case when compaction_kind = 'full' then json_bigint(metadata->'$.durationMs') end as duration_ms,
         case compaction_kind
             when 'micro' then case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'
                 then json_array_length(metadata->'$.compactedToolIds')::bigint end
-            when 'prune' then case when json_type(metadata->'$.cleared_tool_uses') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_tool_uses')::varchar as bigint) end
+            when 'prune' then json_bigint(metadata->'$.cleared_tool_uses')
         end as cleared_tool_uses,
         case when compaction_kind = 'prune'
-            then case when json_type(metadata->'$.cleared_thinking_turns') in ('BIGINT', 'UBIGINT') then try_cast((metadata->'$.cleared_thinking_turns')::varchar as bigint) end end as cleared_thinking_turns,
+            then json_bigint(metadata->'$.cleared_thinking_turns') end as cleared_thinking_turns,
         summary,
         summary_uuid,
         case when json_type(metadata->'$.compactedToolIds') = 'ARRAY'

@@ -25,8 +25,7 @@ fields as (
         line,
         is_json,
         is_object,
-        case when is_object and json_type(text, '$.type') in ('UBIGINT', 'BIGINT')
-            then try_cast(text->>'$.type' as bigint) end as event_type,
+        case when is_object then json_bigint(text -> '$.type') end as event_type,
         case when is_object and json_type(text, '$.session_id') = 'VARCHAR' and (text->>'$.session_id') <> ''
             then text->>'$.session_id' end as session_id,
         case when is_object and json_type(text, '$.previous_session_id') = 'VARCHAR'

@@ -168,7 +168,7 @@ joined as (
         c.result_native ->> '$.response' as response,
         case when json_type(c.result_native -> '$.annotations') = 'OBJECT' then c.result_native -> '$.annotations' end
             as annotations,
-        case when json_type(c.result_native -> '$.afkTimeoutMs') in ('BIGINT', 'UBIGINT') then try_cast((c.result_native -> '$.afkTimeoutMs')::varchar as bigint) end as afk_timeout_ms,
+        json_bigint(c.result_native -> '$.afkTimeoutMs') as afk_timeout_ms,
     from calls as c
     left join blocks as b using (session_key, call_id)
     left join question_json as qj using (session_key, call_id)

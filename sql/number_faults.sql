@@ -6,7 +6,7 @@
 -- timeoutMs, a tool result's exitCode, task.exitCode and afkTimeoutMs, an api-request's keep, the
 -- cleared_* counts of a response's context_management.applied_edits, a cost-state's
 -- modelUsage.<model> token counts and a file-history-snapshot's trackedFileBackups.<path>.version;
--- each SQL file reading one takes JSON integers only.
+-- each SQL file reading one takes it with json_bigint (sql/macros/json_bigint.sql): JSON integers only.
 -- Work table: written per batch, read by losses.sql over all batches.
 -- reads: classified
 with usage_faults as (
@@ -139,8 +139,7 @@ final as (
 
     select session_key, source_file, line, position, field, v::varchar as native_value,
     from all_values
-    where json_type(v) <> 'NULL'
-        and (json_type(v) not in ('BIGINT', 'UBIGINT') or try_cast(v::varchar as bigint) is null)
+    where json_type(v) <> 'NULL' and json_bigint(v) is null
 )
 
 select * from final

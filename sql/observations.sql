@@ -74,7 +74,7 @@ counted as (
         *,
         list_transform(
             usage_json,
-            lambda v: case when json_type(v) in ('BIGINT', 'UBIGINT') then try_cast(v::varchar as bigint) end
+            lambda v: json_bigint(v)
         ) as usage_counts,
     from headed
 ),

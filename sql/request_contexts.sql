@@ -32,7 +32,7 @@ requests as (
         native ->> '$.id' as api_request_id,
         coalesce(native ->> '$.requestRef', native ->> '$.id') as request_ref,
         native ->> '$.base' as base_ref,
-        case when json_type(native -> '$.keep') in ('BIGINT', 'UBIGINT') then try_cast((native -> '$.keep')::varchar as bigint) end as prefix_count,
+        json_bigint(native -> '$.keep') as prefix_count,
         native -> '$.params' as params,
         native ->> '$.querySource' as query_source,
         native ->> '$.shapeHash' as shape_hash,

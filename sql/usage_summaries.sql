@@ -26,12 +26,12 @@ model_totals as (
     select
         record_id,
         list(model order by model_index) as models,
-        sum(case when json_type(model_usage -> '$.inputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.inputTokens')::varchar as bigint) end) as input_uncached_tokens,
-        sum(case when json_type(model_usage -> '$.outputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.outputTokens')::varchar as bigint) end) as output_total_tokens,
-        sum(case when json_type(model_usage -> '$.cacheReadInputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.cacheReadInputTokens')::varchar as bigint) end) as cache_read_tokens,
-        sum(case when json_type(model_usage -> '$.cacheCreationInputTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.cacheCreationInputTokens')::varchar as bigint) end) as cache_write_tokens,
-        sum(case when json_type(model_usage -> '$.thinkingTokens') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.thinkingTokens')::varchar as bigint) end) as thinking_tokens,
-        sum(case when json_type(model_usage -> '$.webSearchRequests') in ('BIGINT', 'UBIGINT') then try_cast((model_usage -> '$.webSearchRequests')::varchar as bigint) end) as web_search_requests,
+        sum(json_bigint(model_usage -> '$.inputTokens')) as input_uncached_tokens,
+        sum(json_bigint(model_usage -> '$.outputTokens')) as output_total_tokens,
+        sum(json_bigint(model_usage -> '$.cacheReadInputTokens')) as cache_read_tokens,
+        sum(json_bigint(model_usage -> '$.cacheCreationInputTokens')) as cache_write_tokens,
+        sum(json_bigint(model_usage -> '$.thinkingTokens')) as thinking_tokens,
+        sum(json_bigint(model_usage -> '$.webSearchRequests')) as web_search_requests,
     from models
     group by record_id
 ),

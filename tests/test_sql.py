@@ -111,3 +111,56 @@ def test_defined_lists_registered_frames_and_temporary_relations():
     con.execute("create temp table t as select 1 as x")
     con.execute("create temp view v as select 1 as x")
     assert {"frame", "t", "v"} <= sql.defined(con)
+
+
+@pytest.mark.parametrize(
+    ("json", "expected"),
+    [
+        ("42", 42),
+        ("-7", -7),
+        ("0", 0),
+        ("9223372036854775807", 2**63 - 1),  # the largest BIGINT (json_type UBIGINT)
+        ("-9223372036854775808", -(2**63)),
+        ("9223372036854775808", None),  # 2^63: a UBIGINT that no BIGINT holds
+        ("18446744073709551615", None),  # 2^64 - 1, the largest UBIGINT
+        ("18446744073709551616", None),  # 2^64: json_type DOUBLE
+        ("1e30", None),
+        ("1.0", None),  # a double with an integral value
+        ("1.5", None),
+        ('"1"', None),  # a string of digits
+        ("true", None),
+        ("[1]", None),
+        ('{"a": 1}', None),
+        ("null", None),  # JSON null
+    ],
+)
+def test_json_bigint_maps_json_integers_that_fit_and_nothing_else(json, expected):
+    con = duckdb.connect()
+    sql.define_macros(con)
+    value = f'{{"v": {json}}}'
+    got = con.execute("select json_bigint($j::json -> '$.v'), json_bigint(($j::json -> '$.v')::varchar)", {"j": value}).fetchall()
+    assert got == [(expected, expected)]
+
+
+def test_json_bigint_of_an_absent_field_or_sql_null_is_null():
+    con = duckdb.connect()
+    sql.define_macros(con)
+    assert con.execute("select json_bigint('{}'::json -> '$.v'), json_bigint(null::json)").fetchall() == [(None, None)]
+
+
+def test_json_bigint_works_inside_a_lambda_and_an_aggregate():
+    con = duckdb.connect()
+    sql.define_macros(con)
+    got = con.execute(
+        "select list_transform(['1', '2.0', '\"3\"', '4']::json[], lambda v: json_bigint(v)), "
+        "sum(json_bigint(j)) from (select unnest(['5', '6', '7.0']::json[]) as j)"
+    ).fetchall()
+    assert got == [([1, None, None, 4], 11)]
+
+
+@pytest.mark.parametrize("name", sql.names())
+def test_the_json_integer_rule_is_spelled_once(name):
+    # every file takes a JSON integer with json_bigint (sql/macros/json_bigint.sql), not a copy of its body
+    text = " ".join(sql.load(name).split())
+    assert "in ('BIGINT', 'UBIGINT') then try_cast(" not in text
+    assert "in ('UBIGINT', 'BIGINT') then try_cast(" not in text
