@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import polars as pl
 import pytest
@@ -198,6 +200,13 @@ def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus") / "out"
     batch.convert([CORPUS], out)
     return out
+
+
+@pytest.fixture(scope="session")
+def corpus_tables(corpus_out: Path) -> Mapping[str, pl.DataFrame]:
+    """Every output table of the converted corpus, read once for the whole session; read only (the
+    mapping refuses changes, and no test changes a frame in place: Polars methods return new frames)."""
+    return MappingProxyType(read_tables(corpus_out))
 
 
 @pytest.fixture

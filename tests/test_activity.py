@@ -7,6 +7,7 @@ version; the corpus tests do, for the versions their files were written by.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -39,8 +40,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 
 @pytest.fixture(scope="module")
-def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
-    return read(corpus_out)
+def corpus(corpus_tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    return {name: corpus_tables[name] for name in TABLE_NAMES}
 
 
 def one(frame: pl.DataFrame, **where) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from conftest import CORPUS, read_tables
 
 
 @pytest.fixture(scope="module")
-def converted(corpus_out: Path) -> tuple[Path, dict[str, pl.DataFrame]]:
-    return corpus_out, read_tables(corpus_out)
+def converted(corpus_out: Path, corpus_tables: Mapping[str, pl.DataFrame]) -> tuple[Path, Mapping[str, pl.DataFrame]]:
+    return corpus_out, corpus_tables
 
 
 def corpus_files() -> list[Path]:

@@ -7,12 +7,13 @@ the converter's own functions; line numbers named in a test were checked by read
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import CORPUS, NEW_CORPUS, one, part_native, read_tables, rows
+from conftest import CORPUS, NEW_CORPUS, one, part_native, rows
 
 CUTESTICKY = "bd282509-c6ca-4b2e-ad2d-3d9cd0bb8be5"  # 2.1.158
 PV = "dbea81d5-9c8d-465e-934a-a8857a479d61"  # 2.1.185
@@ -25,8 +26,8 @@ GIT_SYNC_183 = "4f8f5e9b-9f90-4c22-88b9-988c55f45833"  # 2.1.183
 
 
 @pytest.fixture(scope="module")
-def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
-    return read_tables(corpus_out)
+def corpus(corpus_tables: Mapping[str, pl.DataFrame]) -> Mapping[str, pl.DataFrame]:
+    return corpus_tables
 
 
 def path_of(session: str) -> Path:

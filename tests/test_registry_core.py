@@ -11,6 +11,7 @@ version; the corpus tests do, for the versions their files were written by.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
@@ -88,8 +89,11 @@ def uid(prefix: str, n: int) -> str:
 class Tables(dict):
     """Output tables by name, plus the manifest; shown by its folder in failure reports."""
 
-    def __init__(self, out: Path):
-        super().__init__({name: pl.read_parquet(out / name / "*.parquet") for name in TABLE_NAMES})
+    def __init__(self, out: Path, tables: Mapping[str, pl.DataFrame] | None = None):
+        """The tables of `out`, read from it, or taken from `tables` (the same output, read before)."""
+        super().__init__({
+            name: tables[name] if tables is not None else pl.read_parquet(out / name / "*.parquet") for name in TABLE_NAMES
+        })
         self["manifest"] = json.loads((out / "manifest.json").read_text())
         self.out = out
 
@@ -105,8 +109,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def corpus(corpus_out: Path) -> dict:
-    return Tables(corpus_out)
+def corpus(corpus_out: Path, corpus_tables: Mapping[str, pl.DataFrame]) -> dict:
+    return Tables(corpus_out, corpus_tables)
 
 
 

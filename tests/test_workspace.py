@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -46,8 +47,8 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 
 
 @pytest.fixture(scope="module")
-def corpus(corpus_out: Path) -> dict[str, pl.DataFrame]:
-    return _read(corpus_out)
+def corpus(corpus_tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    return {name: corpus_tables[name] for name in TABLES}
 
 
 def _rows(df: pl.DataFrame, **eq) -> list[dict]:
