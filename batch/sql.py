@@ -3,11 +3,14 @@
 Each file in sql/ defines one relation and ends in `select * from final`; a failure names the file.
 Its header names the relations it reads (`-- reads: a, b`): other files of sql/, or frames a step
 registers on the connection (`register`). `order` derives the order of the files from those headers.
+A file whose result and working memory are large next to its batch says so (`-- result: large`):
+`frame` fetches it without a second copy of the rows, and runs one such statement at a time.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from functools import cache
@@ -40,6 +43,10 @@ def load(name: str) -> str:
 
 
 _READS = re.compile(r"^--\s*reads:[ \t]*(.*)$", re.MULTILINE)
+_LARGE = re.compile(r"^--\s*result:[ \t]*large[ \t]*$", re.MULTILINE)
+# Held while a statement with a large result runs (`frame`): batches converted at once (one
+# connection each) do not reach their largest statements at the same time.
+_ONE_LARGE = threading.Lock()
 
 
 def names() -> list[str]:
@@ -54,6 +61,12 @@ def reads(name: str) -> tuple[str, ...]:
     if match is None:
         raise SqlError(f"sql/{name}.sql has no `-- reads:` header; name the relations it reads in it.")
     return tuple(r.strip() for r in match.group(1).split(",") if r.strip())
+
+
+@cache
+def large(name: str) -> bool:
+    """Whether sql/<name>.sql declares a large result (`-- result: large`)."""
+    return _LARGE.search(load(name)) is not None
 
 
 def topological(
@@ -134,10 +147,18 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     """Run sql/<name>.sql and return the result as a Polars frame.
 
     The statement is executed directly: `con.sql(...).pl()` would bind it twice (once for the
-    relation, once to run it), a fixed cost of tens of milliseconds per statement and batch.
+    relation, once to run it), a fixed cost of 5 to 25 milliseconds per statement on a 48 MiB batch.
+    Executed directly, DuckDB first collects the whole result in its own format and then copies it
+    to Arrow: two copies of the rows at once. A statement whose result is large (`-- result: large`)
+    is therefore run as a relation, whose query writes Arrow itself; binding it twice costs less
+    than that copy. One such statement runs at a time in the process, so that two batches' largest
+    statements do not add up (docs/performance.md, "Peak memory of two batches").
     """
     try:
-        return pl.from_arrow(con.execute(load(name), params or {}).to_arrow_table())
+        if not large(name):
+            return pl.from_arrow(con.execute(load(name), params or {}).to_arrow_table())
+        with _ONE_LARGE:
+            return pl.from_arrow(con.sql(load(name), params=params).to_arrow_table())
     except duckdb.Error as exc:
         raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
 

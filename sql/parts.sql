@@ -5,6 +5,7 @@
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
 -- reads: batch_tool_result_files, observation_keys
+-- result: large
 -- attachment rows first, then their JSON: the extractions below run on these rows only (the
 -- whole line's JSON is read for attachments only, not carried with every live observation)
 with attachments as materialized (

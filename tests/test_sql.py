@@ -111,3 +111,26 @@ def test_defined_lists_registered_frames_and_temporary_relations():
     con.execute("create temp table t as select 1 as x")
     con.execute("create temp view v as select 1 as x")
     assert {"frame", "t", "v"} <= sql.defined(con)
+
+
+def test_the_statements_with_large_results_are_declared_in_their_headers():
+    assert {name for name in sql.names() if sql.large(name)} == {"observations", "parts", "records_full", "tool_calls"}
+
+
+def test_a_large_result_is_the_same_frame_as_a_direct_execution(monkeypatch):
+    # a large result is fetched through a relation, the others by executing the statement: same rows, order, types
+    text = "-- reads: t\n{}select x, s, x % 3 = 0 as b from t order by x desc\n"
+    con = duckdb.connect()
+    con.execute("create temp table t as select range as x, repeat('a', (range % 7)::int) as s from range(5000)")
+    frames = {}
+    for header in ("", "-- result: large\n"):
+        monkeypatch.setattr(sql, "load", lambda name, header=header: text.format(header))
+        sql.large.cache_clear()
+        try:
+            assert sql.large("q") == bool(header)
+            frames[header] = sql.frame(con, "q")
+        finally:
+            sql.large.cache_clear()
+    assert frames[""].height == 5000
+    assert frames[""].equals(frames["-- result: large\n"])
+    assert frames[""].schema == frames["-- result: large\n"].schema
