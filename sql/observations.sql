@@ -13,6 +13,7 @@
 -- present in any other form is null here and listed in number_faults ("<field>=<JSON>"), which
 -- number_faults.sql turns into a declared loss naming field and position.
 -- reads: batch_files, batch_objects
+-- result: large
 with objects as (
     select * from batch_objects
 ),

@@ -5,6 +5,10 @@
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
 -- reads: batch_tool_result_files, observation_keys
+-- result: large
+-- order: session_key, record_id, part_index
+-- (part_index is numbered per record, so the order tells every row apart; the pipeline sorts the
+-- result, which takes less memory than DuckDB's sort of every column: batch/sql.py, sorted_by)
 -- attachment rows first, then their JSON: the extractions below run on these rows only (the
 -- whole line's JSON is read for attachments only, not carried with every live observation)
 with attachments as materialized (
@@ -210,4 +214,3 @@ final as (
 )
 
 select * from final
-order by session_key, record_id, part_index

@@ -2,6 +2,7 @@
 -- Attributes come from the record's first-seen observation, usage and stop reason from the
 -- latest one (registry entry, Position basis); seq follows file position, never timestamps.
 -- reads: batch_files, classified, observation_index, observation_keys
+-- result: large
 with live as (
     select * from observation_keys where is_live
 ),

@@ -3,6 +3,7 @@
 -- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
 -- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
 -- reads: batch_parts, records_full
+-- result: large
 -- the blocks that can be calls or results, with the narrow columns of their record: the JSON
 -- texts (the block's, the record's toolUseResult) are not carried through the windows below
 with parts_ as (

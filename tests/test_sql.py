@@ -164,3 +164,58 @@ def test_the_json_integer_rule_is_spelled_once(name):
     text = " ".join(sql.load(name).split())
     assert "in ('BIGINT', 'UBIGINT') then try_cast(" not in text
     assert "in ('UBIGINT', 'BIGINT') then try_cast(" not in text
+
+
+def test_the_statements_with_large_results_are_declared_in_their_headers():
+    assert {name for name in sql.names() if sql.large(name)} == {"observations", "parts", "records_full", "tool_calls"}
+
+
+def test_a_large_result_is_the_same_frame_as_a_direct_execution(monkeypatch):
+    # a large result is fetched through a relation, the others by executing the statement: same rows, order, types
+    text = "-- reads: t\n{}select x, s, x % 3 = 0 as b from t order by x desc\n"
+    con = duckdb.connect()
+    con.execute("create temp table t as select range as x, repeat('a', (range % 7)::int) as s from range(5000)")
+    frames = {}
+    for header in ("", "-- result: large\n"):
+        monkeypatch.setattr(sql, "load", lambda name, header=header: text.format(header))
+        sql.large.cache_clear()
+        try:
+            assert sql.large("q") == bool(header)
+            frames[header] = sql.frame(con, "q")
+        finally:
+            sql.large.cache_clear()
+    assert frames[""].height == 5000
+    assert frames[""].equals(frames["-- result: large\n"])
+    assert frames[""].schema == frames["-- result: large\n"].schema
+
+
+def test_a_declared_order_is_the_order_of_every_way_to_run_a_file(monkeypatch):
+    # `-- order:` instead of ORDER BY: frame sorts in Polars, relation, materialize and view in DuckDB;
+    # ascending with nulls last, strings by their bytes, as DuckDB's ORDER BY
+    text = (
+        "-- reads: t\n-- result: large\n-- order: k, j\n"
+        "select k, j, repeat('x', j % 5) as s from t\n"
+    )
+    con = duckdb.connect()
+    con.execute(
+        "create temp table t as select case when range % 11 = 0 then null "
+        "else ['b', 'a', 'B', 'é', 'ab', ''][range % 6 + 1] end as k, (range * 7919) % 1000 as j from range(1000)"
+    )
+    monkeypatch.setattr(sql, "load", lambda name: text)
+    for cached in (sql.large, sql.sorted_by):
+        cached.cache_clear()
+    try:
+        assert sql.sorted_by("q") == ("k", "j")
+        framed = sql.frame(con, "q")
+        related = sql.relation(con, "q").pl()
+        sql.materialize(con, "q")
+        materialized = con.table("q").pl()
+    finally:
+        for cached in (sql.large, sql.sorted_by):
+            cached.cache_clear()
+    expected = con.sql("select k, j, repeat('x', j % 5) as s from t order by k, j").pl()
+    assert framed.height == 1000
+    assert framed.get_column("k").null_count() > 0 and framed.get_column("k").is_null().tail(1).item()
+    assert framed.equals(expected)
+    assert related.equals(expected)
+    assert materialized.equals(expected)
