@@ -510,3 +510,17 @@ def test_an_interrupted_delta_run_leaves_the_previous_output_intact(sample, tmp_
     batch.convert([sample], out)
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["deltas"]["session_groups"] == 1
+
+
+def test_a_delta_beside_a_rewritten_group_of_the_same_batch(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    grow(sample / VIEWER, VIEWER_SID, 19)
+    other = sample / "-Users-chip-dev-ai-music" / "fed8ce56-bc79-401f-a83e-af084253362f.jsonl"
+    lines = other.read_text(encoding="utf-8").splitlines(keepends=True)
+    other.write_text("".join(lines[1:]), encoding="utf-8")  # its first line removed: not growth
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (3, 2)
+    assert _holders(out, "fed8ce56-bc79-401f-a83e-af084253362f") and len(_holders(out, VIEWER_SID)) == 2
