@@ -151,7 +151,7 @@ def convert(
             if missing:
                 state = reuse.without(previous, missing)
                 plan = replace(reuse.plan(found_all.units, state, key=key, current=owners_fp), complete=False)
-            growing = {} if verify else _growing(plan, state, found, found_all.units, owners_fp)
+            growing = {} if verify else _growing(plan, state, found, found_all.units, owners_fp, batch_bytes)
             touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
             bad = set()
             for b in [*touched, *(b for b, _ in plan.carved)]:
@@ -493,11 +493,13 @@ def _carve(
 
 
 def _growing(
-    plan: reuse.Plan, state: dict | None, found: Discovery, units: list[Unit], current: dict[str, list | None]
+    plan: reuse.Plan, state: dict | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
+    batch_bytes: int,
 ) -> dict[str, _Growth]:
     """The changed groups to re-run as deltas: Claude Code session groups whose every file only grew
     (`reuse.grown`) and was classified as before, held by a previous batch that also holds an
-    unchanged group (a group alone in its batches costs less to convert again)."""
+    unchanged group (a group alone in its batches costs less to convert again), and not larger than
+    a batch (its conversion as it was would be held in memory while it is converted as it is)."""
     if not state or not plan.changed:
         return {}
     batches_before = state.get("batches", [])
@@ -519,7 +521,9 @@ def _growing(
     growing = {}
     for owner in sorted(plan.changed & shared):
         fp, now = before.get(owner), current.get(owner)
-        if len(by_owner.get(owner, [])) != 1 or not reuse.grown(fp, now) or not all(e[0] in names for e in now):
+        if len(by_owner.get(owner, [])) != 1 or by_owner[owner][0].size > batch_bytes:
+            continue
+        if not reuse.grown(fp, now) or not all(e[0] in names for e in now):
             continue
         old = {name: (size, mtime) for name, size, mtime, _ in fp}
         if not all(_same_head(heads.get(name), found.heads.get(name), old[name]) for name in old):

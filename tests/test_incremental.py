@@ -524,3 +524,12 @@ def test_a_delta_beside_a_rewritten_group_of_the_same_batch(sample, tmp_path):
     assert summary["deltas"]["session_groups"] == 1
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (3, 2)
     assert _holders(out, "fed8ce56-bc79-401f-a83e-af084253362f") and len(_holders(out, VIEWER_SID)) == 2
+
+
+def test_a_grown_group_larger_than_a_batch_is_not_a_delta(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    grow(sample / VIEWER, VIEWER_SID, 20)
+    batch.convert([sample], out, batch_bytes=1)  # every group is larger than a batch now
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert "deltas" not in summary and (summary["session_groups_reused"], summary["session_groups_converted"]) == (4, 1)
