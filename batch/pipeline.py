@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -24,11 +25,11 @@ from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
-from batch.sources.claude_code import Discovery, discover, units
+from batch.sources.claude_code import Discovery, discover, group_owner, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output, fault, read_state
+from batch.write import WORK, Output, conform, fault, read_state
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -129,6 +130,7 @@ def convert(
         imports_key = entire_checkpoint.run_key(found_all.imports)
         owners_fp = reuse.fingerprints(found_all.units)
         plan = reuse.plan(found_all.units, previous, key=key, current=owners_fp)
+        state = previous
         # a batch whose parts are no longer all there (removed by hand) is converted again
         missing = {
             owner for b in plan.reused
@@ -138,23 +140,52 @@ def convert(
         }
         if verify and plan.reused:
             missing |= _unverified(plan, found_all.units)
-        if missing:
-            kept = {**previous, "batches": [b for b in previous["batches"] if not missing & set(b["groups"])]}
-            plan = replace(reuse.plan(found_all.units, kept, key=key, current=owners_fp), complete=False)
+        if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
+            missing |= {owner for b, _ in plan.carved for owner in b["groups"]}
+        # The batches to carve, and those holding a group re-run as a delta (`_delta`), are split by
+        # group first (key columns only); a batch whose rows cannot all be told apart by group is
+        # dropped, with every batch sharing a group with it, and their groups are converted again.
+        splits: dict[str, list[_Piece] | None] = {}
+        keys = _session_owners(previous)
+        while True:
+            if missing:
+                state = reuse.without(previous, missing)
+                plan = replace(reuse.plan(found_all.units, state, key=key, current=owners_fp), complete=False)
+            growing = {} if verify else _growing(plan, state, found, found_all.units, owners_fp, batch_bytes)
+            touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
+            bad = set()
+            for b in [*touched, *(b for b, _ in plan.carved)]:
+                if b["part"] not in splits:
+                    splits[b["part"]] = _split(output, b, keys)
+                if splits[b["part"]] is None:
+                    bad |= b["groups"].keys()
+            if not bad - missing:
+                break
+            missing |= bad
+        used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
+        # the grown groups re-run as deltas: their new rows in batches of their own, and what of
+        # their previous rows is kept or dropped, per table (`_delta`)
+        delta_batches, dropped, delta_summary = [], {}, {}
+        if growing:
+            delta_batches, dropped, delta_summary = _deltas(
+                output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop
+            )
+        plan = replace(plan, units=[u for u in plan.units if u.owner not in growing])
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
-        # its parts; a batch whose rows cannot all be told apart by group is converted again
-        # (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
-        carved_batches, uncarved = [], set()
-        for old, keep in plan.carved:
-            carved = None if verify else _carve(output, old, keep)
-            if carved is None:
-                uncarved |= keep
-            else:
+        # its parts (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
+        carved_batches = []
+        for old in touched:
+            same = frozenset(o for o, fp in old["groups"].items() if owners_fp.get(o) is not None and owners_fp[o] == fp)
+            carved = _carve(output, old, splits[old["part"]], same, old["part"], dropped=dropped, growing=growing)
+            if carved is not None:
                 carved_batches.append(carved)
-        if uncarved:
-            plan = replace(plan, units=[*plan.units, *(u for u in found_all.units if u.owner in uncarved)])
+        taken = {b["part"] for b in touched}
+        for old, keep in plan.carved:
+            if old["part"] not in taken:
+                part = reuse.unique_part(reuse.part_id(sorted(keep)), used)
+                carved_batches.append(_carve(output, old, splits[old["part"]], keep, part))
         total = sum(u.size for u in found_all.units)
-        converting = {u.owner for u in plan.units}
+        converting = {u.owner for u in plan.units} | growing.keys()
         done = sum(u.size for u in found_all.units if u.owner not in converting)
         inputs: list[dict] = []
         skipped = list(found.skipped)
@@ -163,7 +194,8 @@ def convert(
         for batch in plan.reused:
             output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
         # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
-        for batch in [*plan.reused, *carved_batches]:
+        # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
+        for batch in [*plan.reused, *carved_batches, *delta_batches]:
             batch["inputs"] = entire_checkpoint.current_provenance(batch["inputs"], found_all.imports)
             inputs.extend(batch["inputs"])
             skipped.extend(tuple(s) for s in batch["skipped"])
@@ -188,7 +220,7 @@ def convert(
                 for k, v in result.counts.items():
                     counts[k] = counts.get(k, 0) + v
                 owners = sorted({u.owner for u in result.units})
-                part = reuse.part_id(owners)
+                part = names[future]
                 state_batches.append({
                     "part": part,
                     "groups": {owner: owners_fp[owner] for owner in owners},
@@ -207,15 +239,17 @@ def convert(
         with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
             try:
                 running: set[Future[_Batch]] = set()
+                names: dict[Future[_Batch], str] = {}  # each new batch's part name
                 for group, size in zip(groups, sizes):
                     alone = size > batch_bytes
                     while running and (alone or len(running) >= workers):
                         finished, running = wait(running, return_when=FIRST_COMPLETED)
                         collect(finished)
+                    part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
                     future = pool.submit(
-                        _convert_batch, group, output, reuse.part_id([u.owner for u in group]),
-                        found.tool_result_files, hasher, 1 if alone else workers, stop,
+                        _convert_batch, group, output, part, found.tool_result_files, hasher, 1 if alone else workers, stop,
                     )
+                    names[future] = part
                     running.add(future)
                     if alone:
                         collect(wait(running).done)
@@ -233,13 +267,15 @@ def convert(
         reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
         summary = {
             "previous_output": previous is not None,
-            "session_groups_reused": sum(len(b["groups"]) for b in [*plan.reused, *carved_batches]),
+            "session_groups_reused": len({o for b in [*plan.reused, *carved_batches] for o in b["groups"]} - converting),
             "session_groups_converted": len(converting),
             "inputs_reused": reused_inputs,
             "inputs_converted": len(inputs) - reused_inputs,
             "verified": bool(verify and plan.reused),
             # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
             "final_stage": "reused" if plan.complete and previous.get("imports") == imports_key else "run",
+            # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
+            **({"deltas": delta_summary} if delta_summary else {}),
         }
         if summary["final_stage"] == "reused":
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
@@ -275,54 +311,107 @@ def convert(
     )
 
 
-# the columns that tell a row's session group (`_carve`)
+# the columns that tell a row's session group (`_split`)
 _CARVE_KEYS = ("source_file", "session_key", "child_session_key", "parent_session_key")
 
 
-def _carve(output: Output, batch: dict, keep: frozenset[str]) -> dict | None:
-    """Write the rows of the groups `keep` of a previous batch as parts of their own, named by those
-    groups; return their state entry, or None when a part is gone or a row's group cannot be told.
+@dataclass
+class _Piece:
+    """A part of a previous batch, with the group of each of its rows (None when it has none)."""
 
-    A row's group is the group of its source file when it names one of the batch's files, else the
-    group of its session: a session recorded among the batch's inputs, or a session nested in a
-    group's main session (`<owner>/<stream>`). Work rows that link two sessions
-    (`lineage_evidence`) are carved only when both are of one group."""
-    groups = batch["groups"]
+    table: str
+    work: bool
+    source: Path
+    owners: pl.Series | None
+    rows: int
+
+
+@dataclass
+class _Growth:
+    """A group whose files only grew, re-run as a delta: its units now and as they were."""
+
+    new: Unit
+    old: Unit  # the same files, read up to their previous sizes (files added since left out)
+    files: dict[str, str | None]  # the previous files' names, with the SHA-256 recorded for each
+    fp: list  # its current fingerprint, as the state stores it
+
+
+class _Captured:
+    """Stands in for the Output of a batch: keeps the frames it would write (`_delta`)."""
+
+    def __init__(self, spill: Path) -> None:
+        self.spill = spill
+        self.frames: dict[tuple[str, bool], pl.DataFrame] = {}
+
+    def write(self, table, data, index=0) -> int:
+        arrow = conform(table, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
+        self.frames[(table.name, False)] = pl.from_arrow(arrow)
+        return arrow.num_rows
+
+    def write_work(self, name: str, data: pl.DataFrame, index=0) -> None:
+        self.frames[(name, True)] = data
+
+
+def _path_owners(groups: dict[str, list | None]) -> dict[str, str | None]:
+    """The group of each file the groups' fingerprints name (None: named by two groups)."""
     path_owner: dict[str, str | None] = {}
     for owner, fp in groups.items():
         for name, *_ in fp or []:
             path_owner[name] = owner if path_owner.get(name, owner) == owner else None
+    return path_owner
+
+
+def _session_owners(state: dict | None) -> dict[str, str]:
+    """The group of each session among the inputs the state's batches record (a group's inputs are
+    recorded by one of the batches holding its rows)."""
+    keys: dict[str, str] = {}
+    for batch in (state or {}).get("batches", []):
+        path_owner = _path_owners(batch["groups"])
+        for i in batch["inputs"]:
+            owner = path_owner.get(i["path"])
+            if owner is not None and i.get("session_key"):
+                keys.setdefault(i["session_key"], owner)
+    return keys
+
+
+def _group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], groups) -> pl.Expr | None:
+    """A row's group: that of its source file when it names one of `path_owner`, else that of its
+    session (one of `key_owner`, or one nested in a group's main session, `<owner>/...`).
+    `lineage_evidence` rows go by their child session when the parent is of the same group or of none."""
+    groups = list(groups)
+
+    def by_key(column: pl.Expr) -> pl.Expr:
+        nested = column.str.split("/").list.first()
+        return column.replace_strict(key_owner, default=None, return_dtype=pl.String).fill_null(
+            pl.when(nested.is_in(groups)).then(nested)
+        )
+
+    if "child_session_key" in columns:  # lineage_evidence
+        child, parent = by_key(pl.col("child_session_key")), by_key(pl.col("parent_session_key"))
+        return pl.when(parent.is_null() | (parent == child)).then(child)
+    if "source_file" in columns:
+        from_file = pl.col("source_file").replace_strict(path_owner, default=None, return_dtype=pl.String)
+        return from_file.fill_null(by_key(pl.col("session_key"))) if "session_key" in columns else from_file
+    if "session_key" in columns:
+        return by_key(pl.col("session_key"))
+    return None
+
+
+def _split(output: Output, batch: dict, keys: dict[str, str]) -> list[_Piece] | None:
+    """The parts of a previous batch with the group of each row, told from the key columns alone;
+    None when a part is gone or a row's group cannot be told (`keys`: `_session_owners`)."""
+    groups = batch["groups"]
+    path_owner = _path_owners(groups)
     if any(path_owner.get(path) is None for path, _ in batch["skipped"]):
         return None
-    key_owner: dict[str, str] = {}
+    key_owner = {k: o for k, o in keys.items() if o in groups}
     for i in batch["inputs"]:
         owner = path_owner.get(i["path"])
         if owner is None:
             return None
         if i.get("session_key"):
             key_owner[i["session_key"]] = owner
-
-    def by_key(column: pl.Expr) -> pl.Expr:
-        nested = column.str.split("/").list.first()
-        return column.replace_strict(key_owner, default=None).fill_null(
-            pl.when(nested.is_in(list(groups))).then(nested)
-        )
-
-    def group_of(frame: pl.DataFrame) -> pl.Expr | None:
-        if "child_session_key" in frame.columns:  # lineage_evidence
-            child, parent = by_key(pl.col("child_session_key")), by_key(pl.col("parent_session_key"))
-            return pl.when(parent.is_null() | (parent == child)).then(child)
-        if "source_file" in frame.columns:
-            from_file = pl.col("source_file").replace_strict(path_owner, default=None)
-            return from_file.fill_null(by_key(pl.col("session_key"))) if "session_key" in frame.columns else from_file
-        if "session_key" in frame.columns:
-            return by_key(pl.col("session_key"))
-        return None
-
-    part = reuse.part_id(sorted(keep))
-    # first tell every row's group from the key columns alone, then write: a part whose rows are
-    # all kept is linked under the new name as it is, the others are read whole and filtered
-    kept: list[tuple[str, bool, Path, pl.Series | None, int]] = []
+    pieces = []
     for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
         for table in tables:
             source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
@@ -330,42 +419,249 @@ def _carve(output: Output, batch: dict, keep: frozenset[str]) -> dict | None:
                 return None
             meta = pq.read_metadata(source)
             if not meta.num_rows:
-                kept.append((table, work, source, None, 0))
+                pieces.append(_Piece(table, work, source, None, 0))
                 continue
             names = meta.schema.to_arrow_schema().names
             frame = pl.read_parquet(source, columns=[c for c in _CARVE_KEYS if c in names])
-            group = group_of(frame)
+            group = _group_of(frame.columns, path_owner, key_owner, groups)
             if group is None:
                 return None
             owners = frame.select(group.alias("_group")).get_column("_group")
             if owners.null_count():
                 return None
-            mask = owners.is_in(list(keep))
-            kept.append((table, work, source, None if mask.all() else mask, meta.num_rows))
+            pieces.append(_Piece(table, work, source, owners, meta.num_rows))
+    return pieces
+
+
+def _carve(
+    output: Output, batch: dict, pieces: list[_Piece], keep: frozenset[str], part: str, *,
+    dropped: dict | None = None, growing: dict[str, _Growth] | None = None,
+) -> dict | None:
+    """Write the rows of the groups `keep` of a previous batch (split by `_split`) as parts named
+    `part`, and return their state entry (None when no group is left).
+
+    A part whose rows are all kept is linked under the new name as it is; the others are read
+    whole, filtered and written again. The batch's grown groups re-run as deltas (`growing`) keep
+    their rows too, but in the tables where `dropped` (by (table, work), or None for every table)
+    says their new rows were written whole; the entry lists them, with their current fingerprint,
+    when rows of them are left."""
+    groups = batch["groups"]
+    delta = sorted(growing.keys() & groups.keys()) if growing else []
+    plan_parts = []
+    remaining: set[str] = set()
+    for p in pieces:
+        gone = (dropped.get(None, set()) | dropped.get((p.table, p.work), set())) if dropped else set()
+        kept = [*keep, *(g for g in delta if g not in gone)]
+        mask = None
+        if p.owners is not None:
+            mask = p.owners.is_in(kept)
+            if delta:
+                remaining.update(p.owners.filter(mask & p.owners.is_in(delta)).unique().to_list())
+            if mask.all():
+                mask = None
+        plan_parts.append((p, mask))
+    if not keep and not remaining:
+        return None
     counts, work_tables = {}, []
-    for table, work, source, mask, rows in kept:
+    for p, mask in plan_parts:
+        rows = p.rows
         if mask is None:
-            output.link(source, table, part, work=work)
+            output.link(p.source, p.table, part, work=p.work)
         else:
-            frame = pl.read_parquet(source).filter(mask)
-            if work:
-                output.write_work(table, frame, part)
+            frame = pl.read_parquet(p.source).filter(mask)
+            if p.work:
+                output.write_work(p.table, frame, part)
             else:
-                output.write(TABLES_BY_NAME[table], frame, part)
+                output.write(TABLES_BY_NAME[p.table], frame, part)
             rows = frame.height
-        if work:
-            work_tables.append(table)
+        if p.work:
+            work_tables.append(p.table)
         else:
-            counts[table] = rows
+            counts[p.table] = rows
+    path_owner = _path_owners(groups)
     files = {name for owner in keep for name, *_ in groups[owner] or []}
+    listed = {owner: groups[owner] for owner in keep}
+    listed.update((owner, growing[owner].fp) for owner in remaining)
     return {
         "part": part,
-        "groups": {owner: groups[owner] for owner in sorted(keep)},
+        "groups": dict(sorted(listed.items())),
         "inputs": [i for i in batch["inputs"] if i["path"] in files],
         "skipped": [s for s in batch["skipped"] if path_owner.get(s[0]) in keep],
         "counts": counts,
         "work": work_tables,
     }
+
+
+def _growing(
+    plan: reuse.Plan, state: dict | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
+    batch_bytes: int,
+) -> dict[str, _Growth]:
+    """The changed groups to re-run as deltas: Claude Code session groups whose every file only grew
+    (`reuse.grown`) and was classified as before, held by a previous batch that also holds an
+    unchanged group (a group alone in its batches costs less to convert again), and not larger than
+    a batch (its conversion as it was would be held in memory while it is converted as it is)."""
+    if not state or not plan.changed:
+        return {}
+    batches_before = state.get("batches", [])
+    before = {o: fp for b in batches_before for o, fp in b["groups"].items()}
+    heads = state.get("heads") if isinstance(state.get("heads"), dict) else {}
+    recorded = {i["path"]: i.get("sha256") for b in batches_before for i in b["inputs"]}
+    by_owner: dict[str, list[Unit]] = {}
+    for unit in units:
+        by_owner.setdefault(unit.owner, []).append(unit)
+    streams: dict[str, list[Stream]] = {}
+    for f in found.files:
+        streams.setdefault(group_owner(f), []).append(f)
+    names = {f.name for f in found.files}
+    shared = {
+        o for b in batches_before
+        if any(current.get(u) is not None and current[u] == fp for u, fp in b["groups"].items())
+        for o in b["groups"]
+    }
+    growing = {}
+    for owner in sorted(plan.changed & shared):
+        fp, now = before.get(owner), current.get(owner)
+        if len(by_owner.get(owner, [])) != 1 or by_owner[owner][0].size > batch_bytes:
+            continue
+        if not reuse.grown(fp, now) or not all(e[0] in names for e in now):
+            continue
+        old = {name: (size, mtime) for name, size, mtime, _ in fp}
+        if not all(_same_head(heads.get(name), found.heads.get(name), old[name]) for name in old):
+            continue
+        files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in streams.get(owner, []) if f.name in old]
+        if len(files) != len(old):
+            continue
+        unit = by_owner[owner][0]
+        old_unit = Unit(owner, sum(f.size for f in files), lambda files=files: Loaded(list(files)), label=unit.label,
+                        newest=max(f.mtime_ns or 0 for f in files))
+        growing[owner] = _Growth(unit, old_unit, {name: recorded.get(name) for name in old}, now)
+    return growing
+
+
+def _same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
+    """Whether a file's head entries (`Discovery.heads`) of the previous run and of this one give the
+    same IDs, the previous one being of the file as fingerprinted then."""
+    return (
+        isinstance(before, list) and isinstance(now, list) and len(before) == len(now) == 4
+        and tuple(before[:2]) == size_mtime and before[2:] == now[2:]
+    )
+
+
+def _deltas(
+    output: Output, growing: dict[str, _Growth], touched: list[dict], splits: dict[str, list[_Piece] | None],
+    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: _Stop,
+) -> tuple[list[dict], dict, dict]:
+    """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
+    previous sizes) and as they are, and per output table write only the new rows that are not
+    among the old ones, when the old rows are all among the new ones (as multisets, every column
+    equal) and are as many as the previous batches hold (a group's output rows do not depend on the
+    batch it is converted in; its rows of work tables do, and those always fall back). Otherwise (a table where rows changed, a file whose
+    previous bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that
+    table are written whole and its previous rows are dropped from the batches holding them.
+
+    Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
+    None for every table, and the manifest's summary of it."""
+    held: dict[tuple[str, bool], dict[str, int]] = {}
+    for batch in touched:
+        for p in splits[batch["part"]]:
+            if p.owners is not None:
+                mine = p.owners.filter(p.owners.is_in(list(growing)))
+                for owner, n in mine.value_counts().iter_rows():
+                    held.setdefault((p.table, p.work), {})
+                    held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
+    dropped: dict = {None: set()}
+    entries, fell_back = [], {}
+    with ThreadPoolExecutor(1) as hasher:
+        for chunk in batches([g.new for g in growing.values()], max_bytes=batch_bytes):
+            owners = sorted({u.owner for u in chunk})
+            old, new = _Captured(output.spill), _Captured(output.spill)
+            before = _convert_batch([growing[o].old for o in owners], old, "", tool_result_files, hasher, 1, stop)
+            after = _convert_batch(chunk, new, "", tool_result_files, hasher, 1, stop)
+            # a file whose previous bytes changed was rewritten, not appended to
+            read = {i["path"]: i.get("sha256") for i in before.inputs}
+            rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
+            dropped[None] |= rewritten
+            path_owner = {name: o for o in owners for name, *_ in current[o]}
+            key_owner = {
+                i["session_key"]: path_owner[i["path"]]
+                for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
+            }
+            tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
+            part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
+            counts = {}
+            for key in sorted(old.frames.keys() | new.frames.keys()):
+                table, work = key
+                frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
+                if frame_new is None:
+                    frame_new = frame_old.clear()
+                if frame_old is None:
+                    frame_old = frame_new.clear()
+                if work:
+                    # work tables hold values of the batch as a whole (`stream_ord` numbers the
+                    # batch's lines): a group's rows there depend on the batch it was converted
+                    # in, so its previous rows are carved out and its new ones written whole
+                    rows, fail = frame_new, set(owners)
+                else:
+                    group = _group_of(frame_new.columns, path_owner, key_owner, owners)
+                    rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
+                if fail:
+                    dropped.setdefault(key, set()).update(fail)
+                    if fail - rewritten:
+                        label = f"{WORK}/{table}" if work else table
+                        fell_back[label] = fell_back.get(label, 0) + len(fail - rewritten)
+                if rows.height:
+                    if work:
+                        output.write_work(table, rows, part)
+                    else:
+                        counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
+            entries.append({
+                "part": part,
+                "groups": {o: current[o] for o in owners},
+                "inputs": after.inputs,
+                "skipped": [list(s) for s in after.skipped],
+                "counts": counts,
+                "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+            })
+    summary = {
+        "session_groups": len(growing),
+        "rewritten": len(dropped[None]),
+        "tables_fell_back": dict(sorted(fell_back.items())),
+    }
+    return entries, dropped, summary
+
+
+def _difference(
+    old: pl.DataFrame, new: pl.DataFrame, group: pl.Expr | None, owners: list[str], held: dict[str, int],
+    forced: set[str],
+) -> tuple[pl.DataFrame, set[str]]:
+    """The rows of `new` not among those of `old`, as multisets, group by group (`group`), and the
+    groups that fall back: their old rows are not all among their new ones, or are not as many as
+    the previous batches hold (`held`), or they are `forced`; those get all their new rows.
+    Rows are matched by a hash of every column, and the matched pairs are then compared whole."""
+    everyone = set(owners)
+    if group is None or old.schema != new.schema:
+        return new, everyone
+    old_group, new_group = old.select(group.alias("_g")).to_series(), new.select(group.alias("_g")).to_series()
+    if old_group.null_count() or new_group.null_count():
+        return new, everyone
+
+    def keyed(frame: pl.DataFrame, groups: pl.Series, index: str) -> pl.DataFrame:
+        hashes = frame.hash_rows() if frame.height else pl.Series("_h", [], pl.UInt64)
+        return (
+            pl.DataFrame({"_g": groups, "_h": hashes})
+            .with_row_index(index)
+            .with_columns(_k=pl.int_range(pl.len(), dtype=pl.UInt32).over("_g", "_h"))
+        )
+
+    o, n = keyed(old, old_group, "_o"), keyed(new, new_group, "_n")
+    pairs = o.join(n, on=["_g", "_h", "_k"], how="inner")
+    if not old[pairs.get_column("_o")].equals(new[pairs.get_column("_n")], null_equal=True):
+        return new, everyone  # two different rows with the same hash
+    had = dict(o.group_by("_g").len().iter_rows())
+    matched = dict(pairs.group_by("_g").len().iter_rows())
+    fail = {g for g in owners if had.get(g, 0) != matched.get(g, 0) or had.get(g, 0) != held.get(g, 0)} | (forced & everyone)
+    fresh = ~n.get_column("_n").is_in(pairs.get_column("_n").implode()) | new_group.is_in(list(fail))
+    return new.filter(fresh), fail
 
 
 def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:

@@ -8,6 +8,11 @@ for a session read from Git (Entire checkpoints) the IDs of the objects it reads
 still there with the same fingerprint. A batch that holds both such groups and changed or removed
 ones is carved: the unchanged groups' rows are taken out of its parts into parts of their own
 (batch/pipeline.py), and only the changed groups are converted again, in new batches.
+
+A group whose files only grew (`grown`) may instead be re-run as a delta (batch/pipeline.py
+`_delta`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
+rows then span several batches of the state, each listing the group with its current fingerprint;
+`spread` gives the groups that must be dropped together when one of them is.
 """
 
 from __future__ import annotations
@@ -95,3 +100,53 @@ def unverified(reused: list[dict], digests: dict[str, str]) -> set[str]:
         if any(digests.get(path) != sha for path, sha in recorded.items()):
             changed.update(batch["groups"])
     return changed
+
+
+def grown(before: object, now: object) -> bool:
+    """Whether a group's files (fingerprints `before` and `now`, as stored in the state) only grew:
+    every file of `before` is still there under its name, at least as large, with the same sidecar
+    digest (new files are allowed). Only files fingerprinted by name, size, time and sidecar qualify."""
+
+    def files(fp: object) -> dict[str, list] | None:
+        if not isinstance(fp, list) or not fp:
+            return None
+        entries = {}
+        for e in fp:
+            if not (isinstance(e, list) and len(e) == 4 and isinstance(e[0], str) and isinstance(e[1], int)
+                    and isinstance(e[2], int) and (e[3] is None or isinstance(e[3], str))):
+                return None
+            entries[e[0]] = e
+        return entries
+
+    old, new = files(before), files(now)
+    if old is None or new is None or old == new:
+        return False
+    return all(name in new and new[name][1] >= size and new[name][3] == sidecar for name, size, _, sidecar in old.values())
+
+
+def spread(batches: list[dict], owners: set[str]) -> set[str]:
+    """`owners` and every group that shares a batch with one of them, transitively: the groups whose
+    rows go when the batches holding `owners` are dropped (a group's rows may span several batches)."""
+    found = set(owners)
+    while True:
+        more = {o for b in batches if found & b["groups"].keys() for o in b["groups"]} - found
+        if not more:
+            return found
+        found |= more
+
+
+def without(previous: dict, owners: set[str]) -> dict:
+    """The state `previous` without the batches holding `owners`, or sharing a group with one that does."""
+    batches = previous.get("batches", [])
+    gone = spread(batches, owners)
+    return {**previous, "batches": [b for b in batches if not gone & b["groups"].keys()]}
+
+
+def unique_part(wanted: str, used: set[str]) -> str:
+    """`wanted`, or a name derived from it, that is not in `used` (which it is added to)."""
+    name, n = wanted, 0
+    while name in used:
+        n += 1
+        name = hashlib.sha256(f"{wanted}:{n}".encode()).hexdigest()[:16]
+    used.add(name)
+    return name

@@ -577,6 +577,11 @@ def main(argv: list[str] | None = None) -> None:
                   f"{'met' if r['cpu_share'] <= target else 'NOT met'}); reused "
                   f"{reused.get('session_groups_reused', 0)} session groups, converted "
                   f"{reused.get('session_groups_converted', 0)}, final stage {reused.get('final_stage')}")
+            if reused.get("deltas"):
+                d = reused["deltas"]
+                fell = ", ".join(f"{t} ({n})" for t, n in d["tables_fell_back"].items()) or "none"
+                print(f"          {d['session_groups']} grown groups re-run as deltas ({d['rewritten']} rewritten, "
+                      f"not appended to); tables that fell back (groups): {fell}")
 
         result = {
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -3,17 +3,25 @@ groups, and its output equals a full conversion of the same input, table by tabl
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 
 import batch
 import batch.pipeline
+import batch.write
 from batch.errors import OutputError
-from conftest import assert_same_as_full, dumps, read_manifest, read_tables, uid, user
+from conftest import (
+    assert_same_as_full, assistant, dumps, read_manifest, read_tables, tool_result, tool_use, uid, user,
+)
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 VIEWER = "-Users-demo-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -323,3 +331,205 @@ def test_a_head_entry_that_does_not_fit_is_not_used(sample):
     damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in first.heads.items()}
     damaged[next(iter(damaged))] = ["not", "a head"]
     assert shape(discover([sample], known=damaged)) == shape(first)
+
+
+# Re-runs of grown groups as deltas: a batch holding a grown group beside unchanged ones keeps its
+# parts, and only the grown group's new rows are written (batch/pipeline.py `_deltas`).
+
+VIEWER_SID = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
+TOOL_SID = "77777777-7777-4777-8777-777777777777"
+
+
+def _deltas(out: Path) -> dict | None:
+    return read_manifest(out)["reuse"].get("deltas")
+
+
+def _holders(out: Path, owner: str) -> list[str]:
+    """The batches of the reuse state that list `owner`."""
+    state = json.loads((out / "_reuse.json").read_text())
+    return [b["part"] for b in state["batches"] if owner in b["groups"]]
+
+
+def _parts(out: Path, table: str = "records") -> dict[str, int]:
+    """Each part file of `table` by name, with its inode (a linked part keeps it)."""
+    return {p.name: p.stat().st_ino for p in (out / table).glob("part-*.parquet")}
+
+
+def test_a_line_appended_to_a_session_sharing_a_batch_is_written_as_a_delta(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    before = _parts(out)
+    grow(sample / VIEWER, VIEWER_SID, 10)
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1 and summary["deltas"]["rewritten"] == 0
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (4, 1)
+    # the big tables took the new rows only; the previous batch's part is the same file
+    for table in ("records", "source_lines", "parts", "tool_calls"):
+        assert table not in summary["deltas"]["tables_fell_back"]
+    after = _parts(out)
+    (kept,) = before
+    assert after[kept] == before[kept] and len(after) == 2
+    new = next(name for name in after if name != kept)
+    assert pl.read_parquet(out / "records" / new).height == 1  # the appended line
+    assert len(_holders(out, VIEWER_SID)) == 2
+    # nothing changed: every part is reused, the final stage too
+    batch.convert([sample], out)
+    assert assert_same_as_full(sample, out, tmp_path)["final_stage"] == "reused"
+
+
+def test_growth_that_changes_earlier_rows_falls_back_for_those_tables(sample, tmp_path):
+    path = sample / "-Users-demo-viewer" / f"{TOOL_SID}.jsonl"
+    prompt = user(uid(1), None, "list the files", sid=TOOL_SID)
+    call = assistant(uid(2), uid(1), "msg_01", [tool_use("toolu_delta")], stop="tool_use", sid=TOOL_SID)
+    path.write_text(dumps(prompt) + "\n" + dumps(call) + "\n")
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    with path.open("a") as f:  # the result of the call, which completes its tool_calls row
+        f.write(dumps(tool_result(uid(3), uid(2), "toolu_delta", "a.txt", sid=TOOL_SID)) + "\n")
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+    assert "tool_calls" in summary["deltas"]["tables_fell_back"]
+    assert "records" not in summary["deltas"]["tables_fell_back"]
+    calls = read_tables(out)["tool_calls"].filter(pl.col("session_key") == TOOL_SID)
+    assert calls.height == 1
+
+
+@pytest.mark.parametrize("size", ["same", "larger"])
+def test_a_file_rewritten_with_another_prefix_falls_back(sample, tmp_path, size):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    path = sample / VIEWER
+    text = path.read_text(encoding="utf-8")
+    changed = text.replace("a", "b", 1)
+    assert changed != text
+    path.write_text(changed + (dumps(user(uid(950), None, "after", sid=VIEWER_SID)) + "\n" if size == "larger" else ""),
+                    encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new time, at least the same size
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"] == {"session_groups": 1, "rewritten": 1, "tables_fell_back": {}}
+    assert _holders(out, VIEWER_SID) and len(_holders(out, VIEWER_SID)) <= 2
+
+
+@pytest.mark.parametrize("then", ["shrink", "remove"])
+def test_a_group_growing_twice_spans_three_batches_and_is_then_carved_out_of_all(sample, tmp_path, then):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    for n in (11, 12):
+        grow(sample / VIEWER, VIEWER_SID, n)
+        batch.convert([sample], out)
+        assert assert_same_as_full(sample, out, tmp_path)["deltas"]["session_groups"] == 1
+    assert len(_holders(out, VIEWER_SID)) == 3 and len(_parts(out)) == 3
+    path = sample / VIEWER
+    if then == "shrink":
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(lines[:-3]), encoding="utf-8")
+    else:
+        path.unlink()
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert "deltas" not in summary
+    assert len(_holders(out, VIEWER_SID)) == (1 if then == "shrink" else 0)
+    if then == "shrink":
+        # converted again in a batch of its own: its next growth converts it again, no delta needed
+        grow(sample / VIEWER, VIEWER_SID, 13)
+        batch.convert([sample], out)
+        summary = assert_same_as_full(sample, out, tmp_path)
+        assert "deltas" not in summary and summary["session_groups_converted"] == 1
+
+
+def test_a_new_subagent_file_in_a_grown_group(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    owner = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    folder = (sample / SUBAGENT).parent
+    agent = "a0000000000000001"
+    (folder / f"agent-{agent}.jsonl").write_text(
+        dumps(user(uid(960), None, "a new task", sid=owner, agentId=agent, isSidechain=True)) + "\n"
+    )
+    grow(sample / "-experiments-worktrees" / f"{owner}.jsonl", owner, 14)
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1 and summary["deltas"]["rewritten"] == 0
+    assert any(f"agent-{agent}" in p for p in read_tables(out)["records"]["source_file"].unique().to_list())
+
+
+def test_verify_over_a_delta_state_finds_a_change_that_keeps_size_and_time(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    grow(sample / VIEWER, VIEWER_SID, 15)
+    batch.convert([sample], out)
+    assert _deltas(out)["session_groups"] == 1
+    batch.convert([sample], out, verify=True)  # nothing changed: every group reused and verified
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["verified"] and summary["session_groups_converted"] == 0
+    path = sample / VIEWER
+    st = path.stat()
+    path.write_text(path.read_text(encoding="utf-8").replace("a", "b", 1), encoding="utf-8")  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    batch.convert([sample], out)
+    assert read_manifest(out)["reuse"]["session_groups_converted"] == 0  # as make and rsync
+    batch.convert([sample], out, verify=True)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    # its rows span both batches, the first of which holds every group: all are converted again
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (0, 5)
+    assert "deltas" not in summary
+
+
+def test_a_removed_delta_part_converts_the_groups_sharing_its_rows_again(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    groups = read_manifest(out)["reuse"]["session_groups_converted"]
+    grow(sample / VIEWER, VIEWER_SID, 16)
+    batch.convert([sample], out)
+    state = json.loads((out / "_reuse.json").read_text())
+    delta = next(b["part"] for b in state["batches"] if list(b["groups"]) == [VIEWER_SID] and b["inputs"])
+    (out / "records" / f"part-{delta}.parquet").unlink()
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (0, groups)
+
+
+@pytest.mark.parametrize("step", ["batch", "batches"])
+def test_an_interrupted_delta_run_leaves_the_previous_output_intact(sample, tmp_path, step):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    grow(sample / VIEWER, VIEWER_SID, 17)
+    batch.convert([sample], out)  # a delta state
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    grow(sample / VIEWER, VIEWER_SID, 18)
+    env = {**os.environ, batch.write.FAULT_ENV: step}
+    proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "-q"],
+                          env=env, cwd=Path(__file__).parent.parent, capture_output=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL
+    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+
+
+def test_a_delta_beside_a_rewritten_group_of_the_same_batch(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    grow(sample / VIEWER, VIEWER_SID, 19)
+    other = sample / "-Users-chip-dev-ai-music" / "fed8ce56-bc79-401f-a83e-af084253362f.jsonl"
+    lines = other.read_text(encoding="utf-8").splitlines(keepends=True)
+    other.write_text("".join(lines[1:]), encoding="utf-8")  # its first line removed: not growth
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+    assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (3, 2)
+    assert _holders(out, "fed8ce56-bc79-401f-a83e-af084253362f") and len(_holders(out, VIEWER_SID)) == 2
+
+
+def test_a_grown_group_larger_than_a_batch_is_not_a_delta(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    grow(sample / VIEWER, VIEWER_SID, 20)
+    batch.convert([sample], out, batch_bytes=1)  # every group is larger than a batch now
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert "deltas" not in summary and (summary["session_groups_reused"], summary["session_groups_converted"]) == (4, 1)
