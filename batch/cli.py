@@ -262,9 +262,12 @@ def _summary(r: ConvertResult) -> str:
 def _reuse_summary(reuse: dict) -> str:
     """What an incremental run took from the previous output."""
     checked = "size, modification time and SHA-256" if reuse["verified"] else "size and modification time"
+    deltas = reuse.get("deltas", {})
+    appended = deltas.get("session_groups", 0) - deltas.get("rewritten", 0)
+    grown = f", {appended} of them grown, their earlier rows kept where unchanged" if appended else ""
     return (
         f"  reused {reuse['session_groups_reused']} unchanged sessions ({reuse['inputs_reused']} files, by {checked}); "
-        f"converted {reuse['session_groups_converted']} (--full converts all)"
+        f"converted {reuse['session_groups_converted']}{grown} (--full converts all)"
     )
 
 

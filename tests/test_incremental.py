@@ -18,6 +18,7 @@ import pytest
 import batch
 import batch.pipeline
 import batch.write
+from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from conftest import (
     assert_same_as_full, assistant, dumps, read_manifest, read_tables, tool_result, tool_use, uid, user,
@@ -364,6 +365,7 @@ def test_a_line_appended_to_a_session_sharing_a_batch_is_written_as_a_delta(samp
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["deltas"]["session_groups"] == 1 and summary["deltas"]["rewritten"] == 0
     assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (4, 1)
+    assert "converted 1, 1 of them grown, their earlier rows kept where unchanged" in _reuse_summary(summary)
     # the big tables took the new rows only; the previous batch's part is the same file
     for table in ("records", "source_lines", "parts", "tool_calls"):
         assert table not in summary["deltas"]["tables_fell_back"]
