@@ -143,6 +143,7 @@ def convert(
     not_objects = lines.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(observed.get_column("obj_idx").implode()))
     recovered, rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
     observations = observed.drop("obj_idx")
+    del observed, not_objects  # each frame is dropped after its last reader (the batch's peak is at its end)
     if not recovered.is_empty():
         observations = pl.concat([observations, _observe(con, recovered.cast(OBJECT_SCHEMA))])
     versions = dict(
@@ -162,7 +163,9 @@ def convert(
     sql.register(con, "batch_rejects", rejects)
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
+    con.unregister("observations")  # read by progress_copies and sidechain_roots alone
     classified = classify(observations).with_row_index("obs_idx")
+    del observations
     sql.register(con, "classified", classified)
     # read by no other step of the batch: computed while the least is held, before the index and
     # the records. This statement and `parts` need the most working memory of the batch; DuckDB
@@ -176,6 +179,10 @@ def convert(
     parts = sql.frame(con, "parts")
     sql.register(con, "batch_parts", parts)
     sql.flush(con)
+    # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
+    # the later statements read it on compact summaries alone (compactions.sql)
+    sql.register(con, "classified", classified.with_columns(content=pl.when(pl.col("is_compact_summary")).then("content")))
+    del classified
     tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
