@@ -14,7 +14,7 @@
 with live as (
     select
         i.record_id, i.ord, c.native_type, c.native_subtype, c.uuid, c.logical_parent_uuid, c.timestamp,
-        c.is_compact_summary, c.content, c.content_type, c.json,
+        c.is_compact_summary, c.summary_content as content, c.content_type, c.json,
     from observation_index as i
     join classified as c using (obs_idx)
     where i.is_live and (

@@ -28,6 +28,10 @@ FORMAT = "claude-code-jsonl"
 # sql/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 
+# The statements that read the blocks' JSON (batch_parts.native): they run first among the batch's
+# statements, and after the last of them batch_parts is the output frame of parts, without it.
+PART_NATIVE_READERS = ("tool_calls", "input_requests", "plan_calls", "memory_changes")
+
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
     "usage and stop reason come from the latest native observation of the response. Across streams "
@@ -143,6 +147,7 @@ def convert(
     not_objects = lines.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(observed.get_column("obj_idx").implode()))
     recovered, rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
     observations = observed.drop("obj_idx")
+    del observed, not_objects  # each frame is dropped after its last reader (the batch's peak is at its end)
     if not recovered.is_empty():
         observations = pl.concat([observations, _observe(con, recovered.cast(OBJECT_SCHEMA))])
     versions = dict(
@@ -162,7 +167,9 @@ def convert(
     sql.register(con, "batch_rejects", rejects)
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
+    con.unregister("observations")  # read by progress_copies and sidechain_roots alone
     classified = classify(observations).with_row_index("obs_idx")
+    del observations
     sql.register(con, "classified", classified)
     # read by no other step of the batch: computed while the least is held, before the index and
     # the records. This statement and `parts` need the most working memory of the batch; DuckDB
@@ -176,6 +183,13 @@ def convert(
     parts = sql.frame(con, "parts")
     sql.register(con, "batch_parts", parts)
     sql.flush(con)
+    # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
+    # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
+    # a later statement reading classified.content fails by name instead of reading nulls
+    sql.register(con, "classified", classified.with_columns(
+        summary_content=pl.when(pl.col("is_compact_summary")).then("content")
+    ).drop("content"))
+    del classified
     tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
@@ -187,8 +201,14 @@ def convert(
     sql.register(con, "batch_tool_calls", tables["tool_calls"])
     sql_files = set(sql.names())
     targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
-    steps = sql.order(targets, given=sql.defined(con))
+    # the readers of the blocks' JSON first (and what they read): batch_parts is narrowed after them
+    first = [name for name in PART_NATIVE_READERS if name not in tables and name in sql_files]
+    steps = sql.order([*first, *targets], given=sql.defined(con))
     read = {dep for name in steps for dep in sql.reads(name)}
+    native_readers = [name for name in steps if name in PART_NATIVE_READERS]
+    del parts
+    if not native_readers:
+        sql.register(con, "batch_parts", tables["parts"])
     for name in steps:
         if name in read:
             # read by later steps: computed once per batch into a temporary table (as a view,
@@ -198,6 +218,8 @@ def convert(
                 tables[name] = con.table(name).pl()
         else:
             tables[name] = sql.frame(con, name)
+        if native_readers and name == native_readers[-1]:
+            sql.register(con, "batch_parts", tables["parts"])
 
     per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
     foreign_set = set(foreign.to_list())
