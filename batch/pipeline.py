@@ -25,7 +25,7 @@ from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
-from batch.sources.claude_code import Discovery, discover, group_owner, units
+from batch.sources.claude_code import Discovery, discover, head_unchanged, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
@@ -142,7 +142,7 @@ def convert(
             missing |= _unverified(plan, found_all.units)
         if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
             missing |= {owner for b, _ in plan.carved for owner in b["groups"]}
-        # The batches to carve, and those holding a group re-run as a delta (`_delta`), are split by
+        # The batches to carve, and those holding a group re-run as a delta (`_deltas`), are split by
         # group first (key columns only); a batch whose rows cannot all be told apart by group is
         # dropped, with every batch sharing a group with it, and their groups are converted again.
         splits: dict[str, list[_Piece] | None] = {}
@@ -164,7 +164,7 @@ def convert(
             missing |= bad
         used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
         # the grown groups re-run as deltas: their new rows in batches of their own, and what of
-        # their previous rows is kept or dropped, per table (`_delta`)
+        # their previous rows is kept or dropped, per table (`_deltas`)
         delta_batches, dropped, delta_summary = [], {}, {}
         if growing:
             delta_batches, dropped, delta_summary = _deltas(
@@ -337,7 +337,7 @@ class _Growth:
 
 
 class _Captured:
-    """Stands in for the Output of a batch: keeps the frames it would write (`_delta`)."""
+    """Stands in for the Output of a batch: keeps the frames it would write (`_deltas`)."""
 
     def __init__(self, spill: Path) -> None:
         self.spill = spill
@@ -509,9 +509,6 @@ def _growing(
     by_owner: dict[str, list[Unit]] = {}
     for unit in units:
         by_owner.setdefault(unit.owner, []).append(unit)
-    streams: dict[str, list[Stream]] = {}
-    for f in found.files:
-        streams.setdefault(group_owner(f), []).append(f)
     names = {f.name for f in found.files}
     shared = {
         o for b in batches_before
@@ -528,10 +525,10 @@ def _growing(
         old = {name: (size, mtime) for name, size, mtime, _ in fp}
         if not all(_same_head(heads.get(name), found.heads.get(name), old[name]) for name in old):
             continue
-        files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in streams.get(owner, []) if f.name in old]
+        unit = by_owner[owner][0]  # a unit of transcript files: loading it lists them, it reads nothing
+        files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in unit.load().streams if f.name in old]
         if len(files) != len(old):
             continue
-        unit = by_owner[owner][0]
         old_unit = Unit(owner, sum(f.size for f in files), lambda files=files: Loaded(list(files)), label=unit.label,
                         newest=max(f.mtime_ns or 0 for f in files))
         growing[owner] = _Growth(unit, old_unit, {name: recorded.get(name) for name in old}, now)
@@ -541,10 +538,7 @@ def _growing(
 def _same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
     """Whether a file's head entries (`Discovery.heads`) of the previous run and of this one give the
     same IDs, the previous one being of the file as fingerprinted then."""
-    return (
-        isinstance(before, list) and isinstance(now, list) and len(before) == len(now) == 4
-        and tuple(before[:2]) == size_mtime and before[2:] == now[2:]
-    )
+    return head_unchanged(before, *size_mtime) and isinstance(now, list) and before[2:] == now[2:]
 
 
 def _deltas(

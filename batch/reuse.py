@@ -10,7 +10,7 @@ ones is carved: the unchanged groups' rows are taken out of its parts into parts
 (batch/pipeline.py), and only the changed groups are converted again, in new batches.
 
 A group whose files only grew (`grown`) may instead be re-run as a delta (batch/pipeline.py
-`_delta`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
+`_deltas`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
 rows then span several batches of the state, each listing the group with its current fingerprint;
 `spread` gives the groups that must be dropped together when one of them is.
 """

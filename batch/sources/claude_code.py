@@ -185,7 +185,7 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
 def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list]) -> Stream:
     size = st.st_size
     seen = known.get(name)
-    if _still(seen, size, st.st_mtime_ns):
+    if head_unchanged(seen, size, st.st_mtime_ns):
         os.close(os.open(path, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
     else:
@@ -209,7 +209,7 @@ def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list],
     return Stream(name, size, "main", session_id, session_id, path=path, mtime_ns=st.st_mtime_ns)
 
 
-def _still(seen: object, size: int, mtime_ns: int) -> bool:
+def head_unchanged(seen: object, size: int, mtime_ns: int) -> bool:
     """Whether `seen`, a file's entry of a previous discovery's `heads`, is of this size and modification time."""
     return (
         isinstance(seen, list) and len(seen) == 4 and seen[:2] == [size, mtime_ns]
