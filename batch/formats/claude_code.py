@@ -186,15 +186,15 @@ def convert(
     # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
     # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
     # a later statement reading classified.content fails by name instead of reading nulls
-    sql.register(con, "classified", classified.with_columns(
+    classified = classified.with_columns(
         summary_content=pl.when(pl.col("is_compact_summary")).then("content")
-    ).drop("content"))
-    del classified
+    ).drop("content")
+    sql.register(con, "classified", classified)
     tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
-        "tool_calls": sql.frame(con, "tool_calls"),
-        "source_lines": sql.frame(con, "source_lines_out"),
+        "tool_calls": _tool_calls(con, records, parts),
+        "source_lines": _source_lines(con, classified),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
     }
     sql.register(con, "batch_source_lines", tables["source_lines"])
@@ -256,6 +256,35 @@ def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_inde
     observations = observations.drop("is_object")
     observations = observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx")))
     return observations if keep_index else observations.drop("obj_idx")
+
+
+def _tool_calls(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
+    """Run sql/tool_calls.sql and attach the JSON texts it names: a model call's input (its block in
+    parts) and its result's toolUseResult (its record). A join gathers them and shares the string
+    buffers, where DuckDB would copy every text into its result and its sort."""
+    calls = sql.frame(con, "tool_calls")
+    names = [name for name in calls.columns if name != "call_part_index"]
+    return (
+        calls.join(
+            parts.select("session_key", call_record_id="record_id", call_part_index="part_index", block_input="tool_input"),
+            on=["session_key", "call_record_id", "call_part_index"], how="left", maintain_order="left",
+        )
+        .join(
+            records.select("session_key", result_record_id="record_id", record_result="tool_use_result"),
+            on=["session_key", "result_record_id"], how="left", maintain_order="left",
+        )
+        # a user's shell command has its own input and result (not null); a model call has neither
+        .with_columns(input=pl.coalesce("input", "block_input"), result_native=pl.coalesce("result_native", "record_result"))
+        .select(names)
+    )
+
+
+def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame) -> pl.DataFrame:
+    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_obs_idx (a gather
+    shares the string buffers)."""
+    lines = sql.frame(con, "source_lines_out")
+    native = classified.get_column("json").gather(lines.get_column("native_obs_idx")).alias("native")
+    return lines.select(native if name == "native_obs_idx" else name for name in lines.columns)
 
 
 def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
