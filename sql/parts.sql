@@ -4,7 +4,9 @@
 -- com.anthropic.claude-code/attachment/<type>; its rendered text stays in display_content, and
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
--- reads: batch_tool_result_files, observation_keys
+-- Every step below is per record: the pipeline converts a large batch's parts a slice of records at a
+-- time (batch_part_records: the records of the slice), so that DuckDB's working memory is the slice's.
+-- reads: batch_part_records, batch_tool_result_files, observation_keys
 -- result: large
 -- order: session_key, record_id, part_index
 -- (part_index is numbered per record, so the order tells every row apart; the pipeline sorts the
@@ -16,7 +18,7 @@ with attachments as materialized (
         record_id, session_key, ord, source_file, line, sub, native_type, native_subtype, json,
         case when record_source = 'agent_progress' then '$.data.message' else '$' end as object_path,
     from observation_keys
-    where is_live and native_type = 'attachment'
+    where is_live and native_type = 'attachment' and record_id in (select record_id from batch_part_records)
 ),
 
 -- the blocks of message.content (or of a system line's string content), in one pass over the live
@@ -35,6 +37,7 @@ content_lists as (
         end as elements,
     from observation_keys
     where is_live
+        and record_id in (select record_id from batch_part_records)
         and (content_type in ('ARRAY', 'VARCHAR')
             or (content is null and native_type = 'system' and json_type(top_content) = 'VARCHAR'))
 ),

@@ -1,6 +1,10 @@
 -- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
--- The line's JSON is kept here when records.native does not hold it verbatim.
+-- The line's JSON is kept here when records.native does not hold it verbatim: native_obs_idx names
+-- its observation, and the pipeline gathers classified.json into `native` (not copied through DuckDB).
 -- reads: batch_files, batch_lines, batch_rejects, classified, observation_index
+-- order: source_file, line, sub
+-- (one row per line, or per object of a line: the order tells every row apart, and the pipeline
+-- sorts the result, which takes less memory than DuckDB's sort of every column: batch/sql.py, sorted_by)
 with lines as (
     select l.*, f.source_file, f.session_key, f.is_foreign
     from batch_lines as l
@@ -15,11 +19,9 @@ keys as (
     join observation_index as k using (obs_idx)
 ),
 
--- the JSON text only where records.native does not hold it, gathered for those lines alone
+-- the lines whose JSON records.native does not hold
 natives as (
-    select obs_idx, json as native,
-    from classified
-    where obs_idx in (select obs_idx from observation_index where not is_representative)
+    select obs_idx from observation_index where not is_representative
 ),
 
 rejected as (
@@ -49,7 +51,7 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        n.native,
+        n.obs_idx as native_obs_idx,
         case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
@@ -58,4 +60,3 @@ final as (
 )
 
 select * from final
-order by source_file, line, sub

@@ -2,13 +2,16 @@
 -- Model calls are tool_use blocks; a user's `!` shell command (<bash-input>, answered by a
 -- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
 -- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
+-- The JSON texts of a model call are not copied here: `input` and `result_native` are null for them
+-- and the pipeline gathers the block's input (parts, by call_record_id and call_part_index) and the
+-- result's toolUseResult (records, by result_record_id) into them; a user's shell command has its own.
 -- reads: batch_parts, records_full
 -- result: large
 -- the blocks that can be calls or results, with the narrow columns of their record: the JSON
 -- texts (the block's, the record's toolUseResult) are not carried through the windows below
 with parts_ as (
     select
-        p.record_id, p.session_key, p.part_index, p.part_type, p.call_id, p.tool_name, p.tool_input, p.is_error,
+        p.record_id, p.session_key, p.part_index, p.part_type, p.call_id, p.tool_name, p.is_error,
         p.text, r.record_first_ord, r.position, r.timestamp,
         r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,
         r.uuid,
@@ -19,8 +22,8 @@ with parts_ as (
 
 model_calls as (
     select
-        session_key, call_id, tool_name, tool_input, record_id, position, timestamp, record_first_ord, part_index,
-        'model' as requested_by,
+        session_key, call_id, tool_name, cast(null as varchar) as tool_input, record_id, position, timestamp,
+        record_first_ord, part_index, 'model' as requested_by,
     from parts_
     where part_type = 'tool_use' and call_id is not null
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
@@ -35,13 +38,13 @@ first_results as (
     qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
 ),
 
--- the result's toolUseResult, once per call
+-- the result's toolUseResult is gathered by the pipeline (result_record_id)
 model_results as (
     select
-        f.session_key, f.call_id, f.record_id, f.position, f.timestamp, f.is_error, r.tool_use_result,
+        f.session_key, f.call_id, f.record_id, f.position, f.timestamp, f.is_error,
+        cast(null as varchar) as tool_use_result,
         f.tool_denial_kind, f.permission_decision, f.permission_source, f.permission_reason_type,
     from first_results as f
-    join records_full as r using (record_id)
 ),
 
 shell_inputs as (
@@ -144,5 +147,5 @@ final as (
 )
 
 -- file order: a response holding several calls lists them in block order
-select * exclude (call_ord, call_part_index) from final
+select * exclude (call_ord) from final
 order by session_key, call_ord, call_part_index

@@ -226,3 +226,27 @@ def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versio
     for item, versions in coverage["real_evidence_by_item"].items():
         named = versions.split(" ")[0].split("-")
         assert set(named) <= real, (item, versions)
+
+
+def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the envelope decode and parts.sql run over slices of a large batch (its objects, its records):
+    # with slices of 512 KiB, every file of the corpus's output is the same, row for row and in order
+    from batch.formats import claude_code
+
+    monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 1 << 19)
+    monkeypatch.setattr(claude_code, "PART_SLICE_BYTES", 1 << 19)
+    calls = defaultdict(int)
+    frame = claude_code.sql.frame
+
+    def counted(con, name, *args, **kwargs):
+        calls[name] += 1
+        return frame(con, name, *args, **kwargs)
+
+    monkeypatch.setattr(claude_code.sql, "frame", counted)
+    out = tmp_path / "out"
+    batch.convert([CORPUS], out)
+    assert calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
+    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for name in files:
+        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)

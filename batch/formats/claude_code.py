@@ -32,6 +32,13 @@ BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 # statements, and after the last of them batch_parts is the output frame of parts, without it.
 PART_NATIVE_READERS = ("tool_calls", "input_requests", "plan_calls", "memory_changes")
 
+# Slices of a batch's lines decoded at once (sql/observations.sql), by the size of their text
+# (docs/performance.md, "Slices of a large batch").
+OBSERVE_SLICE_BYTES = 64 << 20
+# Slices of a batch's records whose parts are converted at once (sql/parts.sql), by the size of their
+# JSON: the statement's working memory is the slice's (docs/performance.md, "Slices of a large batch").
+PART_SLICE_BYTES = 64 << 20
+
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
     "usage and stop reason come from the latest native observation of the response. Across streams "
@@ -172,29 +179,32 @@ def convert(
     del observations
     sql.register(con, "classified", classified)
     # read by no other step of the batch: computed while the least is held, before the index and
-    # the records. This statement and `parts` need the most working memory of the batch; DuckDB
-    # keeps it for reuse, so it is returned after each (the later statements then start lower).
+    # the records. This statement, `records_full` and `parts` need the most working memory of the
+    # batch; DuckDB keeps it for reuse, so it is returned after each (the later statements then start
+    # lower). `parts` runs a slice of the records at a time (_parts): each slice needs less than
+    # what `records_full` leaves.
     tables = {"number_faults": sql.frame(con, "number_faults")}
     sql.flush(con)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
     records = _with_texts(sql.frame(con, "records_full"), classified)
     sql.register(con, "records_full", records)
-    parts = sql.frame(con, "parts")
+    sql.flush(con)
+    parts = _parts(con, records)
     sql.register(con, "batch_parts", parts)
     sql.flush(con)
     # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
     # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
     # a later statement reading classified.content fails by name instead of reading nulls
-    sql.register(con, "classified", classified.with_columns(
+    classified = classified.with_columns(
         summary_content=pl.when(pl.col("is_compact_summary")).then("content")
-    ).drop("content"))
-    del classified
+    ).drop("content")
+    sql.register(con, "classified", classified)
     tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
-        "tool_calls": sql.frame(con, "tool_calls"),
-        "source_lines": sql.frame(con, "source_lines_out"),
+        "tool_calls": _tool_calls(con, records, parts),
+        "source_lines": _source_lines(con, classified),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
     }
     sql.register(con, "batch_source_lines", tables["source_lines"])
@@ -248,14 +258,72 @@ def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_inde
     """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
     through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers.
     A text that is not one JSON object has no row; `keep_index` keeps obj_idx (the row of `objects`)."""
-    sql.register(con, "batch_objects", objects.with_row_index("obj_idx"))
-    observations = sql.frame(con, "observations")
+    # The statement decodes each object alone (no window, no aggregate): run over slices of the
+    # objects, about OBSERVE_SLICE_BYTES of text each, its results concatenated are its rows over all
+    # of them in the same order, and DuckDB's working memory is the slice's (returned after each).
+    ends = objects.get_column("json").str.len_bytes().cum_sum()
+    bounds = pl.int_range(1, (ends.max() or 0) // OBSERVE_SLICE_BYTES + 1, eager=True) * OBSERVE_SLICE_BYTES
+    starts = sorted({0, *(i for i in ends.search_sorted(bounds, side="right").to_list() if i < objects.height)})
+    frames = []
+    for start, end in zip(starts, [*starts[1:], objects.height]):
+        sql.register(con, "batch_objects", objects.slice(start, end - start).with_row_index("obj_idx", offset=start))
+        frames.append(sql.frame(con, "observations"))
+        sql.flush(con)
     con.unregister("batch_objects")
+    observations = pl.concat(frames, rechunk=True) if len(frames) != 1 else frames[0]
+    del frames
     if not observations.get_column("is_object").all():
         observations = observations.filter(pl.col("is_object"))
     observations = observations.drop("is_object")
     observations = observations.with_columns(json=objects.get_column("json").gather(observations.get_column("obj_idx")))
     return observations if keep_index else observations.drop("obj_idx")
+
+
+def _parts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame) -> pl.DataFrame:
+    """Run sql/parts.sql over slices of the records, about PART_SLICE_BYTES of their JSON each, and
+    concatenate the results. Each step of the statement is per record, so the rows are those of one
+    run; the slices are ranges of its declared order (session_key, record_id), so the concatenation is
+    in that order too. DuckDB's working memory (the blocks, their decode, its hash tables) is then the
+    slice's, not the batch's."""
+    keys = records.select("session_key", "record_id", size=pl.col("native").str.len_bytes()).sort(
+        "session_key", "record_id", nulls_last=True
+    ).select("record_id", part_slice=pl.col("size").cum_sum() // PART_SLICE_BYTES)
+    slices = keys.partition_by("part_slice", maintain_order=True, include_key=False) or [keys.select("record_id")]
+    frames = []
+    for records_of_slice in slices:
+        sql.register(con, "batch_part_records", records_of_slice)
+        frames.append(sql.frame(con, "parts"))
+    con.unregister("batch_part_records")
+    return pl.concat(frames, rechunk=True) if len(frames) != 1 else frames[0]
+
+
+def _tool_calls(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
+    """Run sql/tool_calls.sql and attach the JSON texts it names: a model call's input (its block in
+    parts) and its result's toolUseResult (its record). A join gathers them and shares the string
+    buffers, where DuckDB would copy every text into its result and its sort."""
+    calls = sql.frame(con, "tool_calls")
+    names = [name for name in calls.columns if name != "call_part_index"]
+    return (
+        calls.join(
+            parts.select("session_key", call_record_id="record_id", call_part_index="part_index", block_input="tool_input"),
+            on=["session_key", "call_record_id", "call_part_index"], how="left", maintain_order="left",
+        )
+        .join(
+            records.select("session_key", result_record_id="record_id", record_result="tool_use_result"),
+            on=["session_key", "result_record_id"], how="left", maintain_order="left",
+        )
+        # a user's shell command has its own input and result (not null); a model call has neither
+        .with_columns(input=pl.coalesce("input", "block_input"), result_native=pl.coalesce("result_native", "record_result"))
+        .select(names)
+    )
+
+
+def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame) -> pl.DataFrame:
+    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_obs_idx (a gather
+    shares the string buffers)."""
+    lines = sql.frame(con, "source_lines_out")
+    native = classified.get_column("json").gather(lines.get_column("native_obs_idx")).alias("native")
+    return lines.select(native if name == "native_obs_idx" else name for name in lines.columns)
 
 
 def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
