@@ -374,3 +374,7 @@ def _save_traceback(exc: BaseException) -> str:
     except OSError:
         return "(could not be saved: run again with --debug)"
     return str(path)
+
+
+if __name__ == "__main__":
+    main()

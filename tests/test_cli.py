@@ -92,10 +92,11 @@ def test_missing_source_is_one_error_line(capsys, tmp_path, out):
     assert not out.exists()
 
 
-def test_missing_source_through_python_m_batch(tmp_path):
+@pytest.mark.parametrize("module", ["batch", "batch.cli"])
+def test_missing_source_through_python_m(tmp_path, module):
     missing = tmp_path / "no-such-folder"
     proc = subprocess.run(
-        [sys.executable, "-m", "batch", "convert", str(missing), "--out", str(tmp_path / "out"), "-q"],
+        [sys.executable, "-m", module, "convert", str(missing), "--out", str(tmp_path / "out"), "-q"],
         capture_output=True, text=True, check=False, cwd=tmp_path,
     )
     assert proc.returncode == 1
