@@ -546,12 +546,12 @@ def _deltas(
     tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: _Stop,
 ) -> tuple[list[dict], dict, dict]:
     """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
-    previous sizes) and as they are, and per output table write only the new rows that are not
-    among the old ones, when the old rows are all among the new ones (as multisets, every column
-    equal) and are as many as the previous batches hold (a group's output rows do not depend on the
-    batch it is converted in; its rows of work tables do, and those always fall back). Otherwise (a table where rows changed, a file whose
-    previous bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that
-    table are written whole and its previous rows are dropped from the batches holding them.
+    previous sizes) and as they are, and per table (output and `_work/`) write only the new rows
+    that are not among the old ones, when the old rows are all among the new ones (as multisets,
+    every column equal) and are as many as the previous batches hold (a group's rows do not depend
+    on the batch it is converted in). Otherwise (a table where rows changed, a file whose previous
+    bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that table
+    are written whole and its previous rows are dropped from the batches holding them.
 
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
     None for every table, and the manifest's summary of it."""
@@ -590,14 +590,10 @@ def _deltas(
                     frame_new = frame_old.clear()
                 if frame_old is None:
                     frame_old = frame_new.clear()
-                if work:
-                    # work tables hold values of the batch as a whole (`stream_ord` numbers the
-                    # batch's lines): a group's rows there depend on the batch it was converted
-                    # in, so its previous rows are carved out and its new ones written whole
-                    rows, fail = frame_new, set(owners)
-                else:
-                    group = _group_of(frame_new.columns, path_owner, key_owner, owners)
-                    rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
+                # work tables too: their rows hold no value of the batch as a whole (no ordinal
+                # or rank over the batch's lines; `stream_ord` is the record's seq in its stream)
+                group = _group_of(frame_new.columns, path_owner, key_owner, owners)
+                rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
                 if fail:
                     dropped.setdefault(key, set()).update(fail)
                     if fail - rewritten:
