@@ -589,3 +589,54 @@ def test_a_delta_keeps_the_work_tables_rows_that_did_not_change(sample, tmp_path
     assert new.get_column("inference_id").to_list() == ["msg_delta_01"]
     faults = pl.read_parquet(out / "_work" / "number_faults" / "*.parquet").filter(pl.col("session_key") == VIEWER_SID)
     assert faults.height == 1 and faults.get_column("native_value").to_list() == ["2.5"]
+
+
+def _state(out: Path) -> dict:
+    return json.loads((out / "_reuse.json").read_text())
+
+
+def test_the_state_records_each_parts_rows_per_group(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    (entry,) = _state(out)["batches"]
+    rows, groups = entry["rows"], sorted(entry["groups"])
+    assert rows.keys() == {*entry["counts"], *(f"_work/{t}" for t in entry["work"])}
+    records = read_tables(out)["records"]
+    for label, counts in rows.items():
+        assert len(counts) == len(groups) and sum(counts) == pl.read_parquet(
+            out / label / f"part-{entry['part']}.parquet").height
+    viewer = next(i for i, g in enumerate(groups) if VIEWER_SID in g)
+    assert rows["records"][viewer] == records.filter(pl.col("session_key").str.starts_with(VIEWER_SID)).height > 0
+
+
+@pytest.mark.parametrize("state", ["recorded", "not_recorded", "not_fitting"])
+def test_a_delta_takes_the_rows_per_group_from_the_state(sample, tmp_path, monkeypatch, state):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    if state != "recorded":  # a state of an earlier version, or one whose rows do not fit the parts
+        saved = _state(out)
+        for entry in saved["batches"]:
+            if state == "not_recorded":
+                del entry["rows"]
+            else:
+                entry["rows"]["records"][0] += 1
+        (out / "_reuse.json").write_text(json.dumps(saved))
+    grow(sample / VIEWER, VIEWER_SID, 12)
+    read = []
+    real = pl.read_parquet
+    monkeypatch.setattr(batch.pipeline.pl, "read_parquet", lambda source, *a, **kw: read.append(Path(source)) or real(source, *a, **kw))
+    batch.convert([sample], out)
+    monkeypatch.undo()
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+    assert summary["deltas"]["tables_fell_back"] == {"_work/session_streams": 1}
+    tables = sorted({p.parent.name for p in read})
+    if state == "recorded":  # only the part that loses rows is read: the stream summaries
+        assert tables == ["session_streams"]
+    else:  # the key columns of every part, to tell each row's group
+        assert {"records", "parts", "inference_candidates"} <= set(tables)
+    # the new state records the rows of the previous batch's parts and of the delta's
+    entries = _state(out)["batches"]
+    assert len(entries) == 2 and all("rows" in e for e in entries)
+    batch.convert([sample], out)
+    assert assert_same_as_full(sample, out, tmp_path)["final_stage"] == "reused"
