@@ -70,7 +70,7 @@ class _Batch:
     inputs: list[dict]
     counts: dict[str, int]
     skipped: list[tuple[str, str]]
-    rows: dict[str, list[int]] | None = None  # each part's rows per group (`_rows_by_group`), when told
+    rows: dict[str, list[int]] | None = None  # each part's rows per group (`_RowsByGroup`), when told
 
 
 @dataclass
@@ -434,24 +434,44 @@ def _label(table: str, work: bool) -> str:
     return f"{WORK}/{table}" if work else table
 
 
-def _rows_by_group(
-    data: pl.DataFrame | pa.Table, path_owner: dict, key_owner: dict[str, str], groups: list[str]
-) -> list[int] | None:
-    """The rows of a part per group, in the order of `groups` (sorted); None when a row's group
-    cannot be told. Only the key columns are read, and their distinct values mapped to groups."""
-    names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
-    if not height:
-        return [0] * len(groups)
-    keys = [c for c in _CARVE_KEYS if c in names]
-    if not keys:
-        return None
-    frame = pl.from_arrow(data.select(keys)) if isinstance(data, pa.Table) else data.select(keys)
-    distinct = frame.group_by(keys).agg(pl.len().alias("_n"))
-    owners = _owners(distinct.drop("_n"), path_owner, key_owner, groups)
-    if owners is None:
-        return None
-    found = dict(distinct.select(owners.alias("_group"), "_n").group_by("_group").agg(pl.col("_n").sum()).iter_rows())
-    return [int(found.get(g, 0)) for g in groups]
+class _RowsByGroup:
+    """The rows of a batch's parts per group (the state's `rows`), gathered as the parts are
+    written: each part's distinct key values with their row counts, mapped to groups at the end,
+    once per set of key columns (`_owners`)."""
+
+    def __init__(self, path_owner: dict, key_owner: dict[str, str], groups: list[str]) -> None:
+        self.maps, self.groups = (path_owner, key_owner, groups), groups
+        self.rows: dict[str, list[int]] = {}
+        self.keyed: dict[tuple[str, ...], list[pl.DataFrame]] = {}
+        self.told = True
+
+    def add(self, label: str, data: pl.DataFrame | pa.Table) -> None:
+        names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
+        keys = tuple(c for c in _CARVE_KEYS if c in names)
+        if not height:
+            self.rows[label] = [0] * len(self.groups)
+        elif not keys:
+            self.told = False
+        elif self.told:
+            frame = pl.from_arrow(data.select(keys)) if isinstance(data, pa.Table) else data.select(keys)
+            distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
+            self.keyed.setdefault(keys, []).append(distinct)
+
+    def result(self) -> dict[str, list[int]] | None:
+        """Each part's rows per group, in the order of the groups (sorted); None when a row's group
+        cannot be told."""
+        if not self.told:
+            return None
+        position = {g: i for i, g in enumerate(self.groups)}
+        for keys, frames in self.keyed.items():
+            frame = pl.concat(frames, how="vertical_relaxed")
+            owners = _owners(frame.select(keys), *self.maps)
+            if owners is None:
+                return None
+            found = frame.select("_t", owners.alias("_g"), "_n").group_by("_t", "_g").agg(pl.col("_n").sum())
+            for label, group, n in found.iter_rows():
+                self.rows.setdefault(label, [0] * len(self.groups))[position[group]] = int(n)
+        return dict(sorted(self.rows.items()))
 
 
 def _recorded_rows(batch: dict) -> dict[str, dict[str, int]] | None:
@@ -662,7 +682,7 @@ def _deltas(
             }
             tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
             part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-            counts, rows_by_group = {}, {}
+            counts, rows_by_group = {}, _RowsByGroup(path_owner, key_owner, owners)
             for key in sorted(old.frames.keys() | new.frames.keys()):
                 table, work = key
                 frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
@@ -684,10 +704,8 @@ def _deltas(
                         output.write_work(table, rows, part)
                     else:
                         counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
-                    if rows_by_group is not None:
-                        rows_by_group[_label(table, work)] = _rows_by_group(rows, path_owner, key_owner, owners)
-            if rows_by_group is not None and None in rows_by_group.values():
-                rows_by_group = None
+                    rows_by_group.add(_label(table, work), rows)
+            recorded = rows_by_group.result()
             entries.append({
                 "part": part,
                 "groups": {o: current[o] for o in owners},
@@ -695,7 +713,7 @@ def _deltas(
                 "skipped": [list(s) for s in after.skipped],
                 "counts": counts,
                 "work": output.parts(part, list(WORK_SCHEMAS), work=True),
-                **({"rows": rows_by_group} if rows_by_group is not None else {}),
+                **({"rows": recorded} if recorded is not None else {}),
             })
     summary = {
         "session_groups": len(growing),
@@ -953,24 +971,21 @@ def _convert_batch_on(
     # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
     groups = reuse.fingerprints(units)
     maps = _key_owners(groups, inputs, skipped, {})
-    owners = sorted(groups)
-    rows: dict[str, list[int] | None] | None = {} if maps is not None else None
+    rows = _RowsByGroup(*maps, sorted(groups)) if maps is not None else None
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:
             data = _concat(table.schema, frames.pop(table.name))
             counts[table.name] = output.write(table, data, index)
             if rows is not None:
-                rows[table.name] = _rows_by_group(data, *maps, owners)
+                rows.add(table.name, data)
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
             data = pl.from_arrow(_cast(schema, frames.pop(name)))
             output.write_work(name, data, index)
             if rows is not None:
-                rows[_label(name, True)] = _rows_by_group(data, *maps, owners)
-    if rows is not None and None in rows.values():
-        rows = None
-    return _Batch(units, inputs, counts, skipped, rows)
+                rows.add(_label(name, True), data)
+    return _Batch(units, inputs, counts, skipped, rows.result() if rows is not None else None)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
