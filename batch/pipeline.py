@@ -979,12 +979,14 @@ def _convert_batch_on(
             counts[table.name] = output.write(table, data, index)
             if rows is not None:
                 rows.add(table.name, data)
+            del data  # released before the next table's frame is built, as when it was written unnamed
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
             data = pl.from_arrow(_cast(schema, frames.pop(name)))
             output.write_work(name, data, index)
             if rows is not None:
                 rows.add(_label(name, True), data)
+            del data
     return _Batch(units, inputs, counts, skipped, rows.result() if rows is not None else None)
 
 
