@@ -70,6 +70,7 @@ class _Batch:
     inputs: list[dict]
     counts: dict[str, int]
     skipped: list[tuple[str, str]]
+    rows: dict[str, list[int]] | None = None  # each part's rows per group (`_RowsByGroup`), when told
 
 
 @dataclass
@@ -228,6 +229,7 @@ def convert(
                     "skipped": [list(s) for s in result.skipped],
                     "counts": result.counts,
                     "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+                    **({"rows": result.rows} if result.rows is not None else {}),
                 })
                 done += sum(u.size for u in result.units)
                 if progress:
@@ -317,13 +319,17 @@ _CARVE_KEYS = ("source_file", "session_key", "child_session_key", "parent_sessio
 
 @dataclass
 class _Piece:
-    """A part of a previous batch, with the group of each of its rows (None when it has none)."""
+    """A part of a previous batch, with its rows per group (`by_group`), and the group of each of
+    its rows (`owners`) when its key columns were read (None when it has no rows, or when its rows
+    per group were taken from the state's `rows`: `_carve` tells them from the part when it reads it)."""
 
     table: str
     work: bool
     source: Path
     owners: pl.Series | None
     rows: int
+    by_group: dict[str, int]
+    keys: tuple[dict, dict, list[str]]  # what tells a row's group: `_key_owners` and the batch's groups
 
 
 @dataclass
@@ -397,39 +403,130 @@ def _group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], g
     return None
 
 
-def _split(output: Output, batch: dict, keys: dict[str, str]) -> list[_Piece] | None:
-    """The parts of a previous batch with the group of each row, told from the key columns alone;
-    None when a part is gone or a row's group cannot be told (`keys`: `_session_owners`)."""
-    groups = batch["groups"]
+def _key_owners(groups: dict, inputs: list[dict], skipped: list, keys: dict[str, str]) -> tuple[dict, dict] | None:
+    """The group of each file (`_path_owners`) and of each session of a batch (its inputs', and
+    those of `keys` that are of its groups: `_session_owners`); None when an input or a skipped
+    path is of no group, or of two."""
     path_owner = _path_owners(groups)
-    if any(path_owner.get(path) is None for path, _ in batch["skipped"]):
+    if any(path_owner.get(path) is None for path, *_ in skipped):
         return None
     key_owner = {k: o for k, o in keys.items() if o in groups}
-    for i in batch["inputs"]:
+    for i in inputs:
         owner = path_owner.get(i["path"])
         if owner is None:
             return None
         if i.get("session_key"):
             key_owner[i["session_key"]] = owner
+    return path_owner, key_owner
+
+
+def _owners(frame: pl.DataFrame, path_owner: dict, key_owner: dict[str, str], groups: list[str]) -> pl.Series | None:
+    """The group of each row of `frame` (`_group_of`); None when a row's group cannot be told."""
+    group = _group_of(frame.columns, path_owner, key_owner, groups)
+    if group is None:
+        return None
+    owners = frame.select(group.alias("_group")).get_column("_group")
+    return None if owners.null_count() else owners
+
+
+def _label(table: str, work: bool) -> str:
+    """A table's name in the state's `rows`: a work table's under `_work/`."""
+    return f"{WORK}/{table}" if work else table
+
+
+class _RowsByGroup:
+    """The rows of a batch's parts per group (the state's `rows`), gathered as the parts are
+    written: each part's distinct key values with their row counts, mapped to groups at the end,
+    once per set of key columns (`_owners`)."""
+
+    def __init__(self, path_owner: dict, key_owner: dict[str, str], groups: list[str]) -> None:
+        self.maps, self.groups = (path_owner, key_owner, groups), groups
+        self.rows: dict[str, list[int]] = {}
+        self.keyed: dict[tuple[str, ...], list[pl.DataFrame]] = {}
+        self.told = True
+
+    def add(self, label: str, data: pl.DataFrame | pa.Table) -> None:
+        names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
+        keys = tuple(c for c in _CARVE_KEYS if c in names)
+        if not height:
+            self.rows[label] = [0] * len(self.groups)
+        elif not keys:
+            self.told = False
+        elif self.told:
+            frame = pl.from_arrow(data.select(keys)) if isinstance(data, pa.Table) else data.select(keys)
+            distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
+            self.keyed.setdefault(keys, []).append(distinct)
+
+    def result(self) -> dict[str, list[int]] | None:
+        """Each part's rows per group, in the order of the groups (sorted); None when a row's group
+        cannot be told."""
+        if not self.told:
+            return None
+        position = {g: i for i, g in enumerate(self.groups)}
+        for keys, frames in self.keyed.items():
+            frame = pl.concat(frames, how="vertical_relaxed")
+            owners = _owners(frame.select(keys), *self.maps)
+            if owners is None:
+                return None
+            found = frame.select("_t", owners.alias("_g"), "_n").group_by("_t", "_g").agg(pl.col("_n").sum())
+            for label, group, n in found.iter_rows():
+                self.rows.setdefault(label, [0] * len(self.groups))[position[group]] = int(n)
+        return dict(sorted(self.rows.items()))
+
+
+def _recorded_rows(batch: dict) -> dict[str, dict[str, int]] | None:
+    """A previous batch's rows per part and group as its state entry records them (`rows`: per
+    table, a count per group in the order of its sorted groups), when they fit its parts' row
+    counts; None when they are not recorded (a state of an earlier version) or do not fit."""
+    rows, groups = batch.get("rows"), sorted(batch["groups"])
+    tables = {*batch["counts"], *(_label(t, True) for t in batch.get("work", []))}
+    if not isinstance(rows, dict) or rows.keys() != tables:
+        return None
+    found = {}
+    for label, counts in rows.items():
+        if not (isinstance(counts, list) and len(counts) == len(groups)
+                and all(type(n) is int and n >= 0 for n in counts)):
+            return None
+        if label in batch["counts"] and sum(counts) != batch["counts"][label]:
+            return None
+        found[label] = {g: n for g, n in zip(groups, counts) if n}
+    return found
+
+
+def _split(output: Output, batch: dict, keys: dict[str, str]) -> list[_Piece] | None:
+    """The parts of a previous batch with their rows per group: as the state records them (`rows`),
+    else told from the key columns; None when a part is gone or a row's group cannot be told
+    (`keys`: `_session_owners`)."""
+    groups = batch["groups"]
+    maps = _key_owners(groups, batch["inputs"], batch["skipped"], keys)
+    if maps is None:
+        return None
+    path_owner, key_owner = maps
+    recorded = _recorded_rows(batch)
     pieces = []
     for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
         for table in tables:
             source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
             if source.is_symlink() or not source.is_file():
                 return None
+            piece = _Piece(table, work, source, None, 0, {}, (path_owner, key_owner, list(groups)))
+            if recorded is not None:
+                piece.by_group = recorded[_label(table, work)]
+                piece.rows = sum(piece.by_group.values())
+                pieces.append(piece)
+                continue
             meta = pq.read_metadata(source)
             if not meta.num_rows:
-                pieces.append(_Piece(table, work, source, None, 0))
+                pieces.append(piece)
                 continue
             names = meta.schema.to_arrow_schema().names
             frame = pl.read_parquet(source, columns=[c for c in _CARVE_KEYS if c in names])
-            group = _group_of(frame.columns, path_owner, key_owner, groups)
-            if group is None:
+            owners = _owners(frame, path_owner, key_owner, list(groups))
+            if owners is None:
                 return None
-            owners = frame.select(group.alias("_group")).get_column("_group")
-            if owners.null_count():
-                return None
-            pieces.append(_Piece(table, work, source, owners, meta.num_rows))
+            piece.owners, piece.rows = owners, meta.num_rows
+            piece.by_group = dict(owners.value_counts().iter_rows())
+            pieces.append(piece)
     return pieces
 
 
@@ -451,24 +548,26 @@ def _carve(
     remaining: set[str] = set()
     for p in pieces:
         gone = (dropped.get(None, set()) | dropped.get((p.table, p.work), set())) if dropped else set()
-        kept = [*keep, *(g for g in delta if g not in gone)]
-        mask = None
-        if p.owners is not None:
-            mask = p.owners.is_in(kept)
-            if delta:
-                remaining.update(p.owners.filter(mask & p.owners.is_in(delta)).unique().to_list())
-            if mask.all():
-                mask = None
-        plan_parts.append((p, mask))
+        kept = {*keep, *(g for g in delta if g not in gone)}
+        remaining.update(g for g in delta if g in kept and p.by_group.get(g))
+        plan_parts.append((p, kept))
     if not keep and not remaining:
         return None
-    counts, work_tables = {}, []
-    for p, mask in plan_parts:
+    counts, work_tables, rows_by_group = {}, [], {}
+    listed = sorted({*keep, *remaining})
+    for p, kept in plan_parts:
         rows = p.rows
-        if mask is None:
+        if all(g in kept for g in p.by_group):  # the part loses no row: linked as it is
             output.link(p.source, p.table, part, work=p.work)
         else:
-            frame = pl.read_parquet(p.source).filter(mask)
+            frame = pl.read_parquet(p.source)
+            owners = p.owners if p.owners is not None else _owners(frame, *p.keys)
+            if owners is None or dict(owners.value_counts().iter_rows()) != p.by_group:
+                raise OutputError(
+                    f"the rows of {p.source} are not those the reuse state of {output.out} records: "
+                    "convert again with --full."
+                )
+            frame = frame.filter(owners.is_in(list(kept)))
             if p.work:
                 output.write_work(p.table, frame, part)
             else:
@@ -478,17 +577,19 @@ def _carve(
             work_tables.append(p.table)
         else:
             counts[p.table] = rows
+        rows_by_group[_label(p.table, p.work)] = [p.by_group.get(g, 0) if g in kept else 0 for g in listed]
     path_owner = _path_owners(groups)
     files = {name for owner in keep for name, *_ in groups[owner] or []}
-    listed = {owner: groups[owner] for owner in keep}
-    listed.update((owner, growing[owner].fp) for owner in remaining)
+    entry = {owner: groups[owner] for owner in keep}
+    entry.update((owner, growing[owner].fp) for owner in remaining)
     return {
         "part": part,
-        "groups": dict(sorted(listed.items())),
+        "groups": dict(sorted(entry.items())),
         "inputs": [i for i in batch["inputs"] if i["path"] in files],
         "skipped": [s for s in batch["skipped"] if path_owner.get(s[0]) in keep],
         "counts": counts,
         "work": work_tables,
+        "rows": rows_by_group,
     }
 
 
@@ -546,21 +647,20 @@ def _deltas(
     tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: _Stop,
 ) -> tuple[list[dict], dict, dict]:
     """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
-    previous sizes) and as they are, and per output table write only the new rows that are not
-    among the old ones, when the old rows are all among the new ones (as multisets, every column
-    equal) and are as many as the previous batches hold (a group's output rows do not depend on the
-    batch it is converted in; its rows of work tables do, and those always fall back). Otherwise (a table where rows changed, a file whose
-    previous bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that
-    table are written whole and its previous rows are dropped from the batches holding them.
+    previous sizes) and as they are, and per table (output and `_work/`) write only the new rows
+    that are not among the old ones, when the old rows are all among the new ones (as multisets,
+    every column equal) and are as many as the previous batches hold (a group's rows do not depend
+    on the batch it is converted in). Otherwise (a table where rows changed, a file whose previous
+    bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that table
+    are written whole and its previous rows are dropped from the batches holding them.
 
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
     None for every table, and the manifest's summary of it."""
     held: dict[tuple[str, bool], dict[str, int]] = {}
     for batch in touched:
         for p in splits[batch["part"]]:
-            if p.owners is not None:
-                mine = p.owners.filter(p.owners.is_in(list(growing)))
-                for owner, n in mine.value_counts().iter_rows():
+            for owner, n in p.by_group.items():
+                if owner in growing:
                     held.setdefault((p.table, p.work), {})
                     held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
     dropped: dict = {None: set()}
@@ -582,7 +682,7 @@ def _deltas(
             }
             tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
             part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-            counts = {}
+            counts, rows_by_group = {}, _RowsByGroup(path_owner, key_owner, owners)
             for key in sorted(old.frames.keys() | new.frames.keys()):
                 table, work = key
                 frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
@@ -590,14 +690,10 @@ def _deltas(
                     frame_new = frame_old.clear()
                 if frame_old is None:
                     frame_old = frame_new.clear()
-                if work:
-                    # work tables hold values of the batch as a whole (`stream_ord` numbers the
-                    # batch's lines): a group's rows there depend on the batch it was converted
-                    # in, so its previous rows are carved out and its new ones written whole
-                    rows, fail = frame_new, set(owners)
-                else:
-                    group = _group_of(frame_new.columns, path_owner, key_owner, owners)
-                    rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
+                # work tables too: their rows hold no value of the batch as a whole (no ordinal
+                # or rank over the batch's lines; `stream_ord` is the record's seq in its stream)
+                group = _group_of(frame_new.columns, path_owner, key_owner, owners)
+                rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
                 if fail:
                     dropped.setdefault(key, set()).update(fail)
                     if fail - rewritten:
@@ -608,6 +704,8 @@ def _deltas(
                         output.write_work(table, rows, part)
                     else:
                         counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
+                    rows_by_group.add(_label(table, work), rows)
+            recorded = rows_by_group.result()
             entries.append({
                 "part": part,
                 "groups": {o: current[o] for o in owners},
@@ -615,6 +713,7 @@ def _deltas(
                 "skipped": [list(s) for s in after.skipped],
                 "counts": counts,
                 "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+                **({"rows": recorded} if recorded is not None else {}),
             })
     summary = {
         "session_groups": len(growing),
@@ -868,14 +967,27 @@ def _convert_batch_on(
     # the statements are done: what the connection holds (registered frames, temporary tables and
     # the memory DuckDB keeps for reuse) is released before the writes, and each frame once written
     sql.release(con)
+    # each part's rows per group, recorded in the reuse state: a later run that carves this batch,
+    # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
+    groups = reuse.fingerprints(units)
+    maps = _key_owners(groups, inputs, skipped, {})
+    rows = _RowsByGroup(*maps, sorted(groups)) if maps is not None else None
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and table.name in frames:
-            counts[table.name] = output.write(table, _concat(table.schema, frames.pop(table.name)), index)
+            data = _concat(table.schema, frames.pop(table.name))
+            counts[table.name] = output.write(table, data, index)
+            if rows is not None:
+                rows.add(table.name, data)
+            del data  # released before the next table's frame is built, as when it was written unnamed
     for name, schema in WORK_SCHEMAS.items():
         if name in frames:
-            output.write_work(name, pl.from_arrow(_cast(schema, frames.pop(name))), index)
-    return _Batch(units, inputs, counts, skipped)
+            data = pl.from_arrow(_cast(schema, frames.pop(name)))
+            output.write_work(name, data, index)
+            if rows is not None:
+                rows.add(_label(name, True), data)
+            del data
+    return _Batch(units, inputs, counts, skipped, rows.result() if rows is not None else None)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:

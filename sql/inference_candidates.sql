@@ -2,6 +2,10 @@
 -- response in one stream. Synthetic API-error lines are not inferences. Usage never comes from
 -- toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present;
 -- a stream rebuilt from those copies says so in usage_source.
+-- stream_ord orders a stream's candidates (inference_observations.sql breaks ties by it after
+-- session_key): the record's seq, its rank in its stream by first line, which orders them as
+-- the batch's line ordinal does but does not depend on the batch the stream is converted in,
+-- so a session group's rows are the same in any batch (a re-run's deltas keep them).
 -- reads: records_full
 with responses as (
     select * from records_full where inference_id is not null
@@ -31,7 +35,7 @@ final as (
         usage_source_file,
         usage_source_line,
         line_count,
-        record_first_ord as stream_ord,
+        seq as stream_ord,
     from responses
 )
 

@@ -20,8 +20,10 @@ import batch.pipeline
 import batch.write
 from batch.cli import _reuse_summary
 from batch.errors import OutputError
+from batch.schema.work import WORK_SCHEMAS
 from conftest import (
-    assert_same_as_full, assistant, dumps, read_manifest, read_tables, tool_result, tool_use, uid, user,
+    assert_same_as_full, assistant, dumps, read_manifest, read_tables, sorted_rows, tool_result, tool_use, uid, usage,
+    user,
 )
 
 SAMPLE = Path(__file__).parent.parent / "data" / "sample"
@@ -535,3 +537,106 @@ def test_a_grown_group_larger_than_a_batch_is_not_a_delta(sample, tmp_path):
     batch.convert([sample], out, batch_bytes=1)  # every group is larger than a batch now
     summary = assert_same_as_full(sample, out, tmp_path)
     assert "deltas" not in summary and (summary["session_groups_reused"], summary["session_groups_converted"]) == (4, 1)
+
+
+def _work_tables(out: Path) -> dict[str, pl.DataFrame]:
+    """Every `_work/` table of `out` that has parts, read from out/_work/<table>/*.parquet."""
+    work = out / "_work"
+    return {name: pl.read_parquet(work / name / "*.parquet") for name in WORK_SCHEMAS if any((work / name).glob("*.parquet"))}
+
+
+def _assert_same_work_tables(got: Path, want: Path) -> None:
+    from polars.testing import assert_frame_equal
+
+    mine, wanted = _work_tables(got), _work_tables(want)
+    assert mine.keys() == wanted.keys() and {"inference_candidates", "session_streams"} <= mine.keys()
+    for name in wanted:
+        assert_frame_equal(sorted_rows(mine[name]), sorted_rows(wanted[name]), check_row_order=True)
+
+
+def test_the_work_tables_rows_do_not_depend_on_the_batch(sample, tmp_path):
+    # every group in one batch, and every group in a batch of its own: the same _work/ rows
+    one, each = tmp_path / "one", tmp_path / "each"
+    batch.convert([sample], one, full=True)
+    batch.convert([sample], each, full=True, batch_bytes=1)
+    assert len(_parts(one)) == 1 and len(_parts(each)) > 2
+    _assert_same_work_tables(each, one)
+
+
+def test_a_delta_keeps_the_work_tables_rows_that_did_not_change(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    before = {p.name: p.stat().st_ino for p in (out / "_work" / "inference_candidates").glob("part-*.parquet")}
+    last = "549b3502-6e30-4fa5-869f-c998df26c3f0"  # the viewer session's last line
+    with (sample / VIEWER).open("a", encoding="utf-8") as f:  # a new prompt and its response
+        f.write(dumps(user(uid(950), last, "and now?", sid=VIEWER_SID)) + "\n")
+        f.write(dumps(assistant(uid(951), uid(950), "msg_delta_01", [{"type": "text", "text": "done"}], stop="end_turn",
+                                usage_=usage(2.5), sid=VIEWER_SID)) + "\n")
+    batch.convert([sample], out)
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1 and summary["deltas"]["rewritten"] == 0
+    fell_back = summary["deltas"]["tables_fell_back"]
+    # the stream's summary row changed (its end, record and line counts): carved out and written whole
+    assert fell_back.get("_work/session_streams") == 1
+    for table in ("_work/inference_candidates", "_work/lineage_evidence", "_work/number_faults"):
+        assert table not in fell_back
+    _assert_same_work_tables(out, tmp_path / "full")
+    # the previous batch's part of inference_candidates is the same file; the delta's holds the new response
+    after = {p.name: p.stat().st_ino for p in (out / "_work" / "inference_candidates").glob("part-*.parquet")}
+    (kept,) = before
+    assert after[kept] == before[kept] and len(after) == 2
+    new = pl.read_parquet(out / "_work" / "inference_candidates" / next(n for n in after if n != kept))
+    assert new.get_column("inference_id").to_list() == ["msg_delta_01"]
+    faults = pl.read_parquet(out / "_work" / "number_faults" / "*.parquet").filter(pl.col("session_key") == VIEWER_SID)
+    assert faults.height == 1 and faults.get_column("native_value").to_list() == ["2.5"]
+
+
+def _state(out: Path) -> dict:
+    return json.loads((out / "_reuse.json").read_text())
+
+
+def test_the_state_records_each_parts_rows_per_group(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    (entry,) = _state(out)["batches"]
+    rows, groups = entry["rows"], sorted(entry["groups"])
+    assert rows.keys() == {*entry["counts"], *(f"_work/{t}" for t in entry["work"])}
+    records = read_tables(out)["records"]
+    for label, counts in rows.items():
+        assert len(counts) == len(groups) and sum(counts) == pl.read_parquet(
+            out / label / f"part-{entry['part']}.parquet").height
+    viewer = next(i for i, g in enumerate(groups) if VIEWER_SID in g)
+    assert rows["records"][viewer] == records.filter(pl.col("session_key").str.starts_with(VIEWER_SID)).height > 0
+
+
+@pytest.mark.parametrize("state", ["recorded", "not_recorded", "not_fitting"])
+def test_a_delta_takes_the_rows_per_group_from_the_state(sample, tmp_path, monkeypatch, state):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group
+    if state != "recorded":  # a state of an earlier version, or one whose rows do not fit the parts
+        saved = _state(out)
+        for entry in saved["batches"]:
+            if state == "not_recorded":
+                del entry["rows"]
+            else:
+                entry["rows"]["records"][0] += 1
+        (out / "_reuse.json").write_text(json.dumps(saved))
+    grow(sample / VIEWER, VIEWER_SID, 12)
+    read = []
+    real = pl.read_parquet
+    monkeypatch.setattr(batch.pipeline.pl, "read_parquet", lambda source, *a, **kw: read.append(Path(source)) or real(source, *a, **kw))
+    batch.convert([sample], out)
+    monkeypatch.undo()
+    summary = assert_same_as_full(sample, out, tmp_path)
+    assert summary["deltas"]["session_groups"] == 1
+    assert summary["deltas"]["tables_fell_back"] == {"_work/session_streams": 1}
+    tables = sorted({p.parent.name for p in read})
+    if state == "recorded":  # only the part that loses rows is read: the stream summaries
+        assert tables == ["session_streams"]
+    else:  # the key columns of every part, to tell each row's group
+        assert {"records", "parts", "inference_candidates"} <= set(tables)
+    # the new state records the rows of the previous batch's parts and of the delta's
+    entries = _state(out)["batches"]
+    assert len(entries) == 2 and all("rows" in e for e in entries)
+    batch.convert([sample], out)
+    assert assert_same_as_full(sample, out, tmp_path)["final_stage"] == "reused"
