@@ -50,6 +50,10 @@ MANIFEST = "manifest.json"
 MARKER = ".asr-batch"
 RUN_INFIX = ".asr-run-"
 STATE = "_reuse.json"
+# The layout and meaning of what the reuse state and the `_work/` parts hold: a state of another
+# layout is not reused (the run converts everything), so that no reused row means what it used to.
+# 2: `_work/inference_candidates.stream_ord` is the record's seq; per-group row counts (`rows`).
+STATE_LAYOUT = 2
 # part-NNNNN: a part numbered within its run (final tables); part-<16 hex>: a batch's part, named by
 # its session groups so that an incremental run can reuse it.
 PART_RE = re.compile(r"^part-(\d{5}|[0-9a-f]{16})\.parquet$")
@@ -186,7 +190,7 @@ class Output:
 
     def write_state(self, state: dict) -> None:
         """Record what an incremental run needs to reuse this output's batches (docs/asr-tables.md)."""
-        state = {"producer": {"name": PRODUCER, "version": VERSION}, **state}
+        state = {"producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, **state}
         (self.tmp / STATE).write_text(json.dumps(state, separators=(",", ":")) + "\n", encoding="utf-8")
 
     def glob(self, table: str, *, work: bool = False) -> str:
@@ -268,7 +272,7 @@ def read_state(out: Path) -> dict | None:
         return None
     if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
         return None
-    return state
+    return state if state.get("layout") == STATE_LAYOUT else None
 
 
 def fault(step: str, event: threading.Event | None = None) -> None:
