@@ -80,6 +80,7 @@ class _Inputs:
     found: Discovery
     units: list[Unit]
     imports: list[entire_checkpoint.Import]
+    event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
 
 
 def convert(
@@ -117,7 +118,11 @@ def convert(
     previous = None if full else read_state(out)
     known = previous.get("heads") if previous and not verify else None
     known = known if isinstance(known, dict) else None
-    found_all = _discover(sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known)
+    known_events = previous.get("event_heads") if previous and not verify else None
+    known_events = known_events if isinstance(known_events, dict) else None
+    found_all = _discover(
+        sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known, known_events=known_events
+    )
     found = found_all.found
     _check_apart(found.roots, out)
     if not found_all.units:
@@ -292,7 +297,7 @@ def convert(
                 found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
             )
         output.write_state({
-            "run_key": key, "imports": imports_key, "heads": found.heads,
+            "run_key": key, "imports": imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
             "batches": sorted(state_batches, key=lambda b: b["part"]),
         })
         output.write_manifest(manifest)
@@ -777,10 +782,12 @@ def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:
 
 
 def _discover(
-    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None
+    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
+    known_events: dict | None = None,
 ) -> _Inputs:
     """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
-    `known`: the heads of files a previous discovery read (`claude_code.discover`)."""
+    `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
+    read (`claude_code.discover`, `entire_events.discover`)."""
     repos = [p for p in sources if is_repository(p)] + entire
     paths = [p for p in sources if p not in repos]
     found = discover(paths, known=known) if paths else Discovery()
@@ -793,12 +800,14 @@ def _discover(
         if git_folder not in found.roots:
             found.roots.append(git_folder)
     all_units = units(found.files) + [u for imp in imports for u in imp.units]
+    event_heads = {}
     if events:  # files of Entire lifecycle events, named with --entire-events
-        event_units, event_files = entire_events.discover(events)
+        event_units, event_files = entire_events.discover(events, known=known_events)
         all_units += event_units
         found.skipped += event_files.skipped
         found.roots += [r for r in event_files.roots if r not in found.roots]
-    return _Inputs(found, all_units, imports)
+        event_heads = event_files.heads
+    return _Inputs(found, all_units, imports, event_heads)
 
 
 def _git_folder(path: Path) -> Path:

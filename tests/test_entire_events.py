@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import batch
 from batch.cli import main
+from batch.formats import entire_events
 from batch.sources.events import find
 from batch.transforms import tail
 from tests.conftest import SID, SID2, TEXT, assert_same_as_full, assistant, one, rows, uid, user
@@ -367,3 +368,27 @@ def test_an_unchanged_events_file_is_reused_and_a_grown_one_converts_its_session
     path.write_text(path.read_text() + json.dumps(user(uid(3), uid(2), "and more")) + "\n")
     batch.convert([src], out, **kw)
     assert assert_same_as_full(src, out, tmp_path, **kw)["session_groups_converted"] >= 1
+
+
+def test_an_unchanged_events_file_is_not_read_again_at_discovery(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    transcript(src)
+    write_lines(tmp_path / EVENTS, LINES)
+    kw = {"entire_events": [tmp_path / "hooks"]}
+    out = tmp_path / "out"
+    batch.convert([src], out, **kw)
+    heads = json.loads((out / "_reuse.json").read_text())["event_heads"]
+    assert [s for s, _ in heads[EVENTS][2]] == [SID, SID2]
+    read = []
+    real = entire_events.read_lines
+    monkeypatch.setattr(entire_events, "read_lines", lambda streams, *a: read.extend(s.name for s in streams) or real(streams, *a))
+    batch.convert([src], out, **kw)
+    assert read == []  # name, size and modification time unchanged: its sessions come from the state
+    assert assert_same_as_full(src, out, tmp_path, **kw)["session_groups_reused"] == 2
+    batch.convert([src], out, verify=True, **kw)
+    assert EVENTS in read  # --verify reads every file again
+    read.clear()
+    write_lines(tmp_path / EVENTS, [*LINES, {"type": 2, "session_id": SID2, "prompt": "again", "timestamp": ts(4, 40)}])
+    batch.convert([src], out, **kw)
+    assert EVENTS in read  # a changed file is read again
+    assert assert_same_as_full(src, out, tmp_path, **kw)["session_groups_converted"] == 2

@@ -48,12 +48,14 @@ FOREIGN_DETAIL = (
 )
 
 
-def discover(paths: list[Path]) -> tuple[list[Unit], EventFiles]:
+def discover(paths: list[Path], known: dict | None = None) -> tuple[list[Unit], EventFiles]:
     """Units of the event files under `paths`: one per (file, session), owned by the session key.
 
     A unit's owner is the session it names, so its events share a batch with that session's
     transcript. Lines naming no session go with the file's first session (or, in a file naming
-    none, with the file's only unit)."""
+    none, with the file's only unit). `known` (a previous discovery's `EventFiles.heads`) gives the
+    sessions of the files whose name, size and modification time are the same, which are not read
+    again (as make and rsync compare files)."""
     found = find(paths)
     units = []
     for path, shown in found.files:
@@ -61,19 +63,38 @@ def discover(paths: list[Path]) -> tuple[list[Unit], EventFiles]:
         size = st.st_size
         # every unit of the file is converted again when the file changes (name, size, modification time)
         fingerprint = ((shown, size, st.st_mtime_ns, None),)
-        probe = Stream(shown, size, "main", shown, shown, path=path, producer_source=FORMAT)
-        lines = read_lines([probe]).lines
-        sessions = (
-            lines.select(session=pl.col("text").str.json_path_match("$.session_id"), size=pl.col("byte_length") + 1)
-            .filter(pl.col("session").is_not_null() & (pl.col("session") != ""))
-            .group_by("session", maintain_order=True).agg(pl.col("size").sum())
-        )
-        owners = list(sessions.iter_rows()) or [(shown, size)]
+        seen = (known or {}).get(shown)
+        if _head_unchanged(seen, size, st.st_mtime_ns):
+            owners = [tuple(owned) for owned in seen[2]]
+        else:
+            probe = Stream(shown, size, "main", shown, shown, path=path, producer_source=FORMAT)
+            lines = read_lines([probe]).lines
+            sessions = (
+                lines.select(session=pl.col("text").str.json_path_match("$.session_id"), size=pl.col("byte_length") + 1)
+                .filter(pl.col("session").is_not_null() & (pl.col("session") != ""))
+                .group_by("session", maintain_order=True).agg(pl.col("size").sum())
+            )
+            owners = list(sessions.iter_rows()) or [(shown, size)]
+        found.heads[shown] = [size, st.st_mtime_ns, [list(owned) for owned in owners]]
         for key, owned in owners:
             stream = Stream(shown, size, "main", key, key, path=path, producer_source=FORMAT, mtime_ns=st.st_mtime_ns)
             units.append(Unit(key, owned, partial(Loaded, [stream]), label=f"{shown}: session {key}",
                               fingerprint=fingerprint, newest=st.st_mtime_ns))
     return units, found
+
+
+def _head_unchanged(seen: object, size: int, mtime_ns: int) -> bool:
+    """Whether `seen`, a file's entry of a previous discovery's heads, is of this size and
+    modification time and lists its sessions as discovery does (session key, bytes it owns)."""
+    return (
+        isinstance(seen, list) and len(seen) == 3 and seen[:2] == [size, mtime_ns]
+        and isinstance(seen[2], list) and len(seen[2]) > 0
+        and all(
+            isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) and o[0] != ""
+            and type(o[1]) is int and o[1] >= 0
+            for o in seen[2]
+        )
+    )
 
 
 def convert(

@@ -21,6 +21,9 @@ class EventFiles:
     files: list[tuple[Path, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why)
     roots: list[Path] = field(default_factory=list)  # the paths, resolved
+    # per file, by its name shown: size, modification time (ns) and its sessions (key, bytes owned),
+    # so that a later discovery does not read an unchanged file again (formats/entire_events.discover)
+    heads: dict[str, list] = field(default_factory=dict)
 
 
 def find(paths: list[Path]) -> EventFiles:
