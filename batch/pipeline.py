@@ -46,10 +46,11 @@ FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 # 48 MiB at once peak at 1.1 to 1.2 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
-# Peak memory of one session converted alone: about BASE + FACTOR x its input, from single sessions
-# of 256 and 514 MiB (2,654 to 2,894 and 5,295 MiB; docs/performance.md, "One large session").
+# Peak memory of one session converted alone: at most about BASE + FACTOR x its input. Single
+# sessions of 256, 513 and 1,026 MiB peaked at 1,651 to 1,824, 3,102 to 3,114 and 6,418 MiB
+# (docs/performance.md, "One large session"): FACTOR keeps a margin above the highest of them.
 BATCH_MEMORY_BASE = 128 << 20
-BATCH_MEMORY_FACTOR = 11
+BATCH_MEMORY_FACTOR = 8
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
