@@ -319,19 +319,23 @@ def _tool_calls(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl
 
 
 def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame) -> pl.DataFrame:
-    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_obs_idx (a gather
-    shares the string buffers)."""
-    lines = sql.frame(con, "source_lines_out")
-    native = classified.get_column("json").gather(lines.get_column("native_obs_idx")).alias("native")
-    return lines.select(native if name == "native_obs_idx" else name for name in lines.columns)
+    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_obs_idx."""
+    return _gathered(sql.frame(con, "source_lines_out"), classified, native="json")
 
 
 def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
-    """Attach the JSON texts records_full names by obs_idx (a gather shares the string buffers)."""
-    return records.with_columns(
-        native=classified.get_column("json").gather(records.get_column("native_obs_idx")),
-        tool_use_result=classified.get_column("tool_use_result").gather(records.get_column("tool_use_result_obs_idx")),
-    ).drop("native_obs_idx", "tool_use_result_obs_idx")
+    """Attach the JSON texts records_full names by obs_idx."""
+    return _gathered(records, classified, native="json", tool_use_result="tool_use_result")
+
+
+def _gathered(frame: pl.DataFrame, classified: pl.DataFrame, **texts: str) -> pl.DataFrame:
+    """Each column `<name>_obs_idx` of `frame` replaced by `<name>`, the column of `classified` that
+    `texts` names, gathered at those rows: a gather shares the string buffers, where DuckDB would
+    copy every text into its result."""
+    return frame.with_columns(
+        classified.get_column(column).gather(frame.get_column(f"{name}_obs_idx")).alias(name)
+        for name, column in texts.items()
+    ).drop(f"{name}_obs_idx" for name in texts)
 
 
 def _rebuild_from_progress(
