@@ -84,7 +84,7 @@ rows_ as (
 uuids as (
     select c.session_key, c.uuid, min(i.record_id) as record_id
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where c.uuid is not null and i.is_live
         and c.uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
     group by all

@@ -16,7 +16,7 @@ with live as (
         i.record_id, i.ord, c.native_type, c.native_subtype, c.uuid, c.logical_parent_uuid, c.timestamp,
         c.is_compact_summary, c.summary_content as content, c.content_type, c.json,
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where i.is_live and (
         (native_type = 'system' and native_subtype in ('compact_boundary', 'microcompact_boundary'))
         or is_compact_summary

@@ -87,7 +87,7 @@ sidechain_prompts as (
         and r.session_key in (
             select c.session_key
             from observation_index as i
-            join classified as c using (obs_idx)
+            join classified as c using (ord)
             where c.stream_kind = 'sidechain'
         )
 ),

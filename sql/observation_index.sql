@@ -1,38 +1,23 @@
--- observation_index: one row per observation (obs_idx), with the record it goes into and its
+-- observation_index: one row per observation (keyed by ord), with the record it goes into and its
 -- line status. Only the narrow columns the keys need are read here: the JSON text stays in
--- `classified` and is joined back by obs_idx (observation_keys.sql).
+-- `classified` and is joined back by ord (observation_keys.sql), and its hash (json_hash) was taken
+-- where the line was decoded (observations.sql).
 -- Position basis (registry entry): keep the latest observation of each repeated uuid at the
 -- position where that uuid first appeared; then fold the responses sharing message.id.
 -- A compact summary (isCompactSummary) folds into its compact_boundary: one compaction (ASR-373).
 -- Repeated metadata (ai-title, last-prompt, mode, permission-mode, ...) is re-written at each
 -- turn or exit: a line repeating the previous value of its type is not a change, so it folds
 -- into the record of the line that set the value (registry entry, Repeated metadata).
+-- `ord` is the observation's position in the batch (file_rank, file_idx, line, sub nulls first),
+-- numbered from 1 by the pipeline (batch/formats/claude_code.py): unique, and the key by which
+-- every statement joins an observation's columns.
 -- reads: classified
--- The value of each line is hashed first, so that the JSON text is not carried through the window
--- that numbers the observations.
-with narrow as (
+with ordered as (
     select
-        obs_idx, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
-        parent_uuid, message_id, is_compact_summary, permission_mode,
-        uuid is null and native_type in (
-            'summary', 'ai-title', 'custom-title', 'agent-name', 'tag', 'last-prompt', 'pr-link',
-            'worktree-state', 'continued-in', 'fork-context-ref', 'agent-color', 'agent-setting',
-            'permission-mode', 'mode', 'bridge-session', 'atis-latch'
-        ) as is_repeatable,
-        -- the value of a metadata line, without the fields that change at every write
-        hash(case
-            when is_repeatable
-                then json_merge_patch(json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
-            else json
-        end) as json_hash,
+        ord, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
+        parent_uuid, message_id, is_compact_summary, permission_mode, json_hash,
+        repeatable_metadata(uuid, native_type) as is_repeatable,
     from classified
-),
-
-ordered as (
-    select
-        *,
-        row_number() over (order by file_rank, file_idx, line, sub nulls first) as ord,
-    from narrow
 ),
 
 -- The windows below run on the few rows they concern: repeatable metadata lines, and the
@@ -43,7 +28,6 @@ ordered as (
 -- change, and folds into that prompt's record.
 permission_sequence as (
     select
-        obs_idx,
         session_key,
         ord,
         native_type,
@@ -56,7 +40,7 @@ permission_sequence as (
 
 permission_setters as (
     select
-        obs_idx,
+        ord,
         is_mode_change,
         -- a permission-mode line repeating the mode a prompt set: the prompt's record key
         case
@@ -70,7 +54,6 @@ permission_setters as (
 
 changes as (
     select
-        o.obs_idx,
         o.session_key,
         o.native_type,
         o.position,
@@ -83,7 +66,7 @@ changes as (
             else 0
         end as is_change,
     from ordered as o
-    left join permission_setters as p using (obs_idx)
+    left join permission_setters as p using (ord)
     -- a line folding into a prompt is no member of a run of lines
     where o.is_repeatable and p.prompt_key is null
 ),
@@ -96,7 +79,7 @@ runs as (
 -- a run of lines repeating one value is keyed by the position of the line that set it
 repeatable_keys as (
     select
-        obs_idx,
+        ord,
         first_value(position) over (partition by session_key, native_type, run_no order by ord) as run_key,
     from runs
 ),
@@ -107,8 +90,8 @@ obs as (
         coalesce(r.run_key, o.uuid, o.position) as uuid_key,
         p.prompt_key,
     from ordered as o
-    left join repeatable_keys as r using (obs_idx)
-    left join permission_setters as p using (obs_idx)
+    left join repeatable_keys as r using (ord)
+    left join permission_setters as p using (ord)
 ),
 
 uuid_groups as (
@@ -196,7 +179,7 @@ final as (
 )
 
 select
-    obs_idx, ord, is_repeatable, uuid_key, uuid_first_ord, uuid_versions, uuid_first_position,
+    ord, is_repeatable, uuid_key, uuid_first_ord, uuid_versions, uuid_first_position,
     uuid_first_line, is_live, record_key, record_first_ord, record_last_ord, observation_count,
     live_count, has_revision_history, record_id, is_representative, status, reason,
 from final

@@ -10,9 +10,9 @@ keys as (
 ),
 
 final as (
-    select o.*, k.* exclude (obs_idx)
+    select o.*, k.* exclude (ord)
     from observations as o
-    join keys as k using (obs_idx)
+    join keys as k using (ord)
 )
 
 select * from final

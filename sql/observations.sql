@@ -8,6 +8,7 @@
 -- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
 -- declared here decodes as null; the object itself is kept verbatim in `json`, which the
 -- pipeline attaches to the result by obj_idx (the text is not copied through DuckDB).
+-- json_hash is a hash of the text (see below), so that no later step reads the text to compare two lines.
 -- Token counts are read as JSON and kept only when they are JSON integers that fit a BIGINT:
 -- a cast would round 1.5 to 2, read "12" or true as a number, and make 1e30 null silently. A count
 -- present in any other form is null here and listed in number_faults ("<field>=<JSON>"), which
@@ -53,6 +54,7 @@ decoded as (
             }
         }')) as e,
         starts_with(ltrim(o.json, ' ' || chr(9) || chr(13)), '{') as is_brace,
+        o.json,
     from objects as o
 ),
 
@@ -170,6 +172,15 @@ final as (
             ),
             lambda f: f is not null
         ) as number_faults,
+        -- the value of the object, hashed here where its text is read (observation_index.sql compares
+        -- it to tell the versions of a uuid and the changes of repeated metadata apart); for
+        -- repeated metadata, without the fields that change at every write. (The CASE's type is
+        -- JSON: a text that is not JSON, which has no row, is not cast.)
+        case when d.e is not null then hash(case
+            when repeatable_metadata(e.uuid, e.type)
+                then json_merge_patch(d.json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
+            else d.json
+        end) end as json_hash,
         d.obj_idx,
         d.e is not null and d.is_brace as is_object,
     from counted as d

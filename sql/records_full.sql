@@ -11,31 +11,31 @@ with live as (
 record_ends as (
     select
         record_id,
-        arg_min(obs_idx, (uuid_first_ord, ord)) as first_idx,
-        arg_max(obs_idx, ord) as last_idx,
+        arg_min(ord, (uuid_first_ord, ord)) as first_ord,
+        max(ord) as last_ord,
     from observation_index
     where is_live
     group by record_id
 ),
 
 -- the wide text columns stay out of these two: the native JSON (of the latest observation) and
--- toolUseResult (of the first) are named by obs_idx and joined from `classified` by the pipeline
+-- toolUseResult (of the first) are named by ord and joined from `classified` by the pipeline
 first_obs as (
     select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
-    join record_ends as e on o.obs_idx = e.first_idx
+    join record_ends as e on o.ord = e.first_ord
 ),
 
 last_obs as (
     select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
-    join record_ends as e on o.obs_idx = e.last_idx
+    join record_ends as e on o.ord = e.last_ord
 ),
 
 uuid_map as (
     select c.session_key, c.uuid, i.record_id
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where i.is_live and c.uuid is not null
 ),
 
@@ -74,7 +74,7 @@ progress_copies as (
         c.json->>'$.data.message.uuid' as copy_uuid,
     from first_obs as f
     join batch_files as bf using (file_idx)
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where f.native_subtype = 'agent_progress' and f.progress_agent_id is not null
 ),
 
@@ -85,7 +85,7 @@ attribution as (
         max(c.attribution_mcp_server) as attribution_mcp_server,
         max(c.attribution_mcp_tool) as attribution_mcp_tool,
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where i.is_live and (c.attribution_mcp_server is not null or c.attribution_mcp_tool is not null)
     group by i.record_id
 ),
@@ -154,7 +154,7 @@ joined as (
         f.cwd,
         f.git_branch,
         l.version,
-        l.obs_idx as native_obs_idx,
+        l.ord as native_ord,
         -- usage of the latest observation
         l.stop_reason,
         l.has_usage and not l.is_synthetic as has_usage,
@@ -169,7 +169,7 @@ joined as (
         l.source_file as usage_source_file,
         l.line as usage_source_line,
         f.live_count as line_count,
-        f.obs_idx as tool_use_result_obs_idx,
+        f.ord as tool_use_result_ord,
         f.tool_use_id,
         f.parent_tool_use_id,
         f.progress_agent_id,
@@ -199,7 +199,7 @@ queue_ops as (
         c.json->'$.content' as content, c.json->>'$.reason' as reason,
     from first_obs as f
     join record_ends as e on e.record_id = f.record_id
-    join classified as c on c.obs_idx = e.last_idx
+    join classified as c on c.ord = e.last_ord
     where f.native_type = 'queue-operation'
 ),
 

@@ -19,7 +19,7 @@ with records as (
 stream_uuids as (
     select distinct c.session_key, c.uuid
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
     where c.uuid in (select native->>'$.leafUuid' from records where native_type = 'summary')
 ),
 

@@ -10,7 +10,7 @@ with obs as materialized (
         c.file_idx, c.session_key, c.stream_kind, c.sidechain_root, c.uuid, c.cwd, c.git_branch, c.version,
         i.ord, i.is_live, i.record_id,
     from observation_index as i
-    join classified as c using (obs_idx)
+    join classified as c using (ord)
 ),
 
 -- the narrow record columns the facts below read; the JSON text is kept for the few

@@ -1,5 +1,5 @@
 -- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
--- The line's JSON is kept here when records.native does not hold it verbatim: native_obs_idx names
+-- The line's JSON is kept here when records.native does not hold it verbatim: native_ord names
 -- its observation, and the pipeline gathers classified.json into `native` (not copied through DuckDB).
 -- reads: batch_files, batch_lines, batch_rejects, classified, observation_index
 -- order: source_file, line, sub
@@ -14,14 +14,14 @@ with lines as (
 -- the lines' keys, narrow: joining the whole observation (its JSON text included) would build the
 -- join's hash table on every line's text
 keys as (
-    select o.obs_idx, o.file_idx, o.line, o.sub, o.session_key, k.status, k.reason, k.record_id,
+    select o.ord, o.file_idx, o.line, o.sub, o.session_key, k.status, k.reason, k.record_id,
     from classified as o
-    join observation_index as k using (obs_idx)
+    join observation_index as k using (ord)
 ),
 
 -- the lines whose JSON records.native does not hold
 natives as (
-    select obs_idx from observation_index where not is_representative
+    select ord from observation_index where not is_representative
 ),
 
 rejected as (
@@ -51,11 +51,11 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        n.obs_idx as native_obs_idx,
+        n.ord as native_ord,
         case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
-    left join natives as n on n.obs_idx = k.obs_idx
+    left join natives as n on n.ord = k.ord
     left join rejected as x on x.file_idx = l.file_idx and x.line = l.line
 )
 

@@ -175,7 +175,7 @@ def convert(
     observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
     observations = _split_sidechains(con, observations)
     con.unregister("observations")  # read by progress_copies and sidechain_roots alone
-    classified = classify(observations).with_row_index("obs_idx")
+    classified, rows_by_ord = _ordered(classify(observations))
     del observations
     sql.register(con, "classified", classified)
     # read by no other step of the batch: computed while the least is held, before the index and
@@ -187,7 +187,7 @@ def convert(
     sql.flush(con)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
-    records = _with_texts(sql.frame(con, "records_full"), classified)
+    records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
     sql.register(con, "records_full", records)
     sql.flush(con)
     parts = _parts(con, records)
@@ -204,7 +204,7 @@ def convert(
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
         "tool_calls": _tool_calls(con, records, parts),
-        "source_lines": _source_lines(con, classified),
+        "source_lines": _source_lines(con, classified, rows_by_ord),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
     }
     sql.register(con, "batch_source_lines", tables["source_lines"])
@@ -318,24 +318,39 @@ def _tool_calls(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl
     )
 
 
-def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame) -> pl.DataFrame:
-    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_obs_idx."""
-    return _gathered(sql.frame(con, "source_lines_out"), classified, native="json")
+def _ordered(classified: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Number the observations by their position in the batch: `ord`, from 1, in the order of
+    (file_rank, file_idx, line, sub; a null sub first), rows with equal keys in the order of
+    `classified` (objects rebuilt from the agent_progress copies in two copies of a stream's file
+    can share a line). ord is unique: the statements key an
+    observation by it (observation_index.sql), not by its row in this batch's frame, whose rows stay
+    in their order (recovered and rebuilt objects after the lines). Also returns the row of
+    `classified` of each ord (at ord - 1), by which the JSON texts a statement names are gathered."""
+    rows_by_ord = classified.select(
+        pl.arg_sort_by("file_rank", "file_idx", "line", "sub", nulls_last=False, maintain_order=True)
+    ).to_series()
+    return classified.with_columns(ord=rows_by_ord.arg_sort().cast(pl.Int64) + 1), rows_by_ord
 
 
-def _with_texts(records: pl.DataFrame, classified: pl.DataFrame) -> pl.DataFrame:
-    """Attach the JSON texts records_full names by obs_idx."""
-    return _gathered(records, classified, native="json", tool_use_result="tool_use_result")
+def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame, rows_by_ord: pl.Series) -> pl.DataFrame:
+    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_ord."""
+    return _gathered(sql.frame(con, "source_lines_out"), classified, rows_by_ord, native="json")
 
 
-def _gathered(frame: pl.DataFrame, classified: pl.DataFrame, **texts: str) -> pl.DataFrame:
-    """Each column `<name>_obs_idx` of `frame` replaced by `<name>`, the column of `classified` that
-    `texts` names, gathered at those rows: a gather shares the string buffers, where DuckDB would
-    copy every text into its result."""
+def _with_texts(records: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series) -> pl.DataFrame:
+    """Attach the JSON texts records_full names by ord."""
+    return _gathered(records, classified, rows_by_ord, native="json", tool_use_result="tool_use_result")
+
+
+def _gathered(frame: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series, **texts: str) -> pl.DataFrame:
+    """Each column `<name>_ord` of `frame` replaced by `<name>`, the column of `classified` that
+    `texts` names, gathered at the rows of those observations (`rows_by_ord`, see _ordered; a null
+    ord gives a null text): a gather shares the string buffers, where DuckDB would copy every text
+    into its result."""
     return frame.with_columns(
-        classified.get_column(column).gather(frame.get_column(f"{name}_obs_idx")).alias(name)
+        classified.get_column(column).gather(rows_by_ord.gather(frame.get_column(f"{name}_ord") - 1)).alias(name)
         for name, column in texts.items()
-    ).drop(f"{name}_obs_idx" for name in texts)
+    ).drop(f"{name}_ord" for name in texts)
 
 
 def _rebuild_from_progress(
