@@ -389,6 +389,38 @@ def test_concatenated_objects_on_one_line_are_recovered(src, out):
     assert t["rejects"].height == 0
 
 
+def test_texts_after_a_recovered_line_are_those_of_the_line_named(src, out):
+    # The objects recovered from a line are decoded after the batch's other lines, so the frame of
+    # observations is not in position order: each JSON text a statement names by the observation's
+    # position (records.native of the latest line, toolUseResult of the first, source_lines.native
+    # of a folded line) is still the text of that line.
+    lines = [
+        user(uid(1), None, "first"),
+        dumps(user(uid(2), uid(1), "second")) + dumps(user(uid(3), uid(2), "third")),
+        assistant(uid(4), uid(3), "msg_01R", [THINKING], output=3),
+        assistant(uid(5), uid(4), "msg_01R", [tool_use("toolu_01R")], output=5, stop="tool_use"),
+        tool_result(uid(6), uid(5), "toolu_01R", "a b", result={"stdout": "a b", "stderr": "", "interrupted": False}),
+        user(uid(7), uid(6), "last"),
+    ]
+    path = write_jsonl(src / f"{SID}.jsonl", lines)
+    t = run(src, out)
+
+    natives = dict(t["records"].select("position", "native").iter_rows())
+    assert natives == {
+        "line:1": dumps(lines[0]),
+        "line:2#1": dumps(user(uid(2), uid(1), "second")),
+        "line:2#2": dumps(user(uid(3), uid(2), "third")),
+        "line:3": dumps(lines[3]),  # the response's record: the text of its latest line (4)
+        "line:5": dumps(lines[4]),
+        "line:6": dumps(lines[5]),
+    }
+    sl = by_line(t["source_lines"], path.name)
+    assert (sl[(3, None)]["status"], sl[(3, None)]["native"]) == ("folded", dumps(lines[2]))
+    assert sl[(4, None)]["native"] is None
+    call = one(t["tool_calls"].filter(pl.col("call_id") == "toolu_01R"))
+    assert json.loads(call["result_native"]) == lines[4]["toolUseResult"]
+
+
 def test_uncommitted_bytes_after_the_last_newline_are_kept_without_reject_or_loss(src, out):
     # registry entry, Position basis: a commit boundary takes precedence over physical EOF;
     # uncommitted bytes are not a gap
