@@ -174,13 +174,13 @@ final as (
         ) as number_faults,
         -- the value of the object, hashed here where its text is read (observation_index.sql compares
         -- it to tell the versions of a uuid and the changes of repeated metadata apart); for
-        -- repeated metadata, without the fields that change at every write. (The CASE's type is
-        -- JSON: a text that is not JSON, which has no row, is not cast.)
-        case when d.e is not null then hash(case
+        -- repeated metadata, without the fields that change at every write. A VARCHAR: as JSON, every
+        -- text would be parsed again to be cast (the cast keeps the text: the same hash).
+        hash(case
             when repeatable_metadata(e.uuid, e.type)
-                then json_merge_patch(d.json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')
+                then json_merge_patch(d.json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')::varchar
             else d.json
-        end) end as json_hash,
+        end) as json_hash,
         d.obj_idx,
         d.e is not null and d.is_brace as is_object,
     from counted as d
