@@ -322,10 +322,10 @@ def _ordered(classified: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     """Number the observations by their position in the batch: `ord`, from 1, in the order of
     (file_rank, file_idx, line, sub; a null sub first), rows with equal keys in the order of
     `classified` (objects rebuilt from the agent_progress copies in two copies of a stream's file
-    can share a line). ord is unique: the statements key an
-    observation by it (observation_index.sql), not by its row in this batch's frame, whose rows stay
-    in their order (recovered and rebuilt objects after the lines). Also returns the row of
-    `classified` of each ord (at ord - 1), by which the JSON texts a statement names are gathered."""
+    can share a line). ord is unique: the statements key an observation by it (observation_index.sql),
+    not by its row in this batch's frame, whose rows stay in their order (recovered and rebuilt
+    objects after the lines). Also returns the row of `classified` of each ord (at ord - 1), through
+    which the JSON texts a statement names are gathered."""
     rows_by_ord = classified.select(
         pl.arg_sort_by("file_rank", "file_idx", "line", "sub", nulls_last=False, maintain_order=True)
     ).to_series()
