@@ -29,7 +29,7 @@ from batch.sources.claude_code import Discovery, discover, head_unchanged, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output, conform, fault, read_state
+from batch.write import WORK, Output, conform, fault, forget_manifest, read_state
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -169,6 +169,12 @@ def convert(
             if not bad - missing:
                 break
             missing |= bad
+        # nothing changed (every batch reused, the imports' run-level rows the same): the final stage
+        # and what the manifest reports of it are the previous run's. The previous manifest was parsed
+        # when the output was found to be ours: taken now, else not held while batches are converted.
+        final_reused = plan.complete and previous.get("imports") == imports_key
+        previous_manifest = output.previous_manifest() if final_reused else None
+        forget_manifest()
         used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
         # the grown groups re-run as deltas: their new rows in batches of their own, and what of
         # their previous rows is kept or dropped, per table (`_deltas`)
@@ -281,7 +287,7 @@ def convert(
             "inputs_converted": len(inputs) - reused_inputs,
             "verified": bool(verify and plan.reused),
             # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
-            "final_stage": "reused" if plan.complete and previous.get("imports") == imports_key else "run",
+            "final_stage": "reused" if final_reused else "run",
             # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
             **({"deltas": delta_summary} if delta_summary else {}),
         }
@@ -289,7 +295,7 @@ def convert(
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
-            manifest = {**output.previous_manifest(), "skipped": _skipped(skipped), "reuse": summary}
+            manifest = {**previous_manifest, "skipped": _skipped(skipped), "reuse": summary}
         else:
             with _connect(spill=output.spill) as con:
                 final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames)

@@ -153,7 +153,11 @@ class Output:
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
     def previous_manifest(self) -> dict:
-        return json.loads((self.out / MANIFEST).read_text(encoding="utf-8"))
+        """The previous output's manifest, parsed once: the one parsed when the output was found to be
+        ours (`_manifest_tables`), when its file is unchanged since."""
+        with (self.out / MANIFEST).open("rb") as fh:
+            manifest = _PARSED_MANIFEST.pop(_identity(fh), None)
+            return manifest if manifest is not None else json.loads(fh.read().decode("utf-8"))
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
         """The tables among `tables` that have a part named `part`, in this run's folder or the previous output."""
@@ -343,8 +347,7 @@ def _manifest_tables(folder: Path) -> list[str] | None:
         with path.open("rb") as fh:
             # the manifest of a large output is tens of MB: a file read before, unchanged since (same
             # inode, size, modification and change times), is not parsed again
-            st = os.fstat(fh.fileno())
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            key = _identity(fh)
             if key in _READ_MANIFESTS:
                 tables = _READ_MANIFESTS[key]
                 return None if tables is None else list(tables)
@@ -354,11 +357,28 @@ def _manifest_tables(folder: Path) -> list[str] | None:
     tables = _ours(manifest)
     _READ_MANIFESTS.clear()
     _READ_MANIFESTS[key] = tables
+    _PARSED_MANIFEST.clear()
+    if tables is not None:
+        _PARSED_MANIFEST[key] = manifest
     return None if tables is None else list(tables)
+
+
+def _identity(fh) -> tuple:
+    """An open file's identity: device, inode, size, modification and change times."""
+    st = os.fstat(fh.fileno())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def forget_manifest() -> None:
+    """Drop the manifest `_manifest_tables` parsed last, when `Output.previous_manifest` will not take it."""
+    _PARSED_MANIFEST.clear()
 
 
 # the table list `_manifest_tables` found in the manifest file read last, by its identity
 _READ_MANIFESTS: dict[tuple, list[str] | None] = {}
+# and that manifest itself, until `Output.previous_manifest` takes it or `forget_manifest` drops it:
+# a re-run where nothing changed reports the previous manifest, which is then not parsed twice
+_PARSED_MANIFEST: dict[tuple, dict] = {}
 
 
 def _ours(manifest: object) -> list[str] | None:

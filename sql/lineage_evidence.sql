@@ -5,6 +5,9 @@
 -- Also forks: forkedFrom on copied records and fork-context-ref lines. Resolved across
 -- batches by lineage.sql.
 -- reads: batch_files, batch_parts, classified, observation_index, records_full
+-- order: child_session_key, source, parent_session_key, call_id, role
+-- (each source below is distinct over every column, and the relation follows from the source, so the
+-- order tells every row apart; without it, the rows came in the order DuckDB scanned batch_parts)
 with files as (
     select * from batch_files where not is_foreign
 ),

@@ -60,6 +60,37 @@ def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path
     }
 
 
+def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    parsed = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(json, name)
+
+        def loads(self, text, *args, **kwargs):
+            value = json.loads(text, *args, **kwargs)
+            if isinstance(value, dict) and "format" in value and "tables" in value:
+                parsed.append(value)
+            return value
+
+    monkeypatch.setattr(batch.write, "json", Counting())
+    before = read_manifest(out)
+    result = batch.convert([sample], out)  # nothing changed: the manifest reports the previous one's
+    assert result.manifest["reuse"]["final_stage"] == "reused"
+    assert len(parsed) == 1  # to find the output is ours, and taken from there for the manifest
+    assert {k: v for k, v in read_manifest(out).items() if k not in ("skipped", "reuse")} == {
+        k: v for k, v in before.items() if k not in ("skipped", "reuse")
+    }
+    assert batch.write._PARSED_MANIFEST == {}
+    parsed.clear()
+    grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
+    result = batch.convert([sample], out)  # the final stage runs: the parsed manifest is not kept
+    assert result.manifest["reuse"]["final_stage"] == "run"
+    assert len(parsed) == 1 and batch.write._PARSED_MANIFEST == {}
+
+
 @pytest.mark.parametrize("change", ["grow", "add", "delete_session", "delete_subagent", "grow_subagent"])
 def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
     out = tmp_path / "out"
