@@ -266,3 +266,28 @@ def test_lineage_evidence_is_in_its_declared_order(corpus_out: Path):
         assert frame.height > 1
         assert not frame.select(key).is_duplicated().any()
         assert_frame_equal(frame, frame.sort(key, nulls_last=True), check_row_order=True)
+
+
+def test_read_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the streams of a batch are read in slices of whole lines (formats/lines.py): with slices of
+    # 4 KiB (thousands, and lines longer than one), every file of the corpus's output is the same,
+    # row for row and in order
+    from batch.formats import lines
+
+    monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
+    slices = 0
+    split = lines._slice_lines
+
+    def counted(*args):
+        nonlocal slices
+        slices += 1
+        return split(*args)
+
+    monkeypatch.setattr(lines, "_slice_lines", counted)
+    out = tmp_path / "out"
+    batch.convert([CORPUS], out)
+    assert slices > 1000  # the slices were read
+    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for name in files:
+        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)

@@ -1,11 +1,13 @@
 """Bytes to physical lines, columnar: the shared first step of line-based formats (JSONL).
 
-Every stream of a batch is read into one buffer and split once in Arrow, never per line.
+The streams of a batch are read in slices of about READ_SLICE_BYTES of whole lines; each slice is
+split in Arrow, never per line, and its buffer released before the next slice is read.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
@@ -16,6 +18,10 @@ import pyarrow.compute as pc
 from batch.sources.base import Stream
 
 BOM = b"\xef\xbb\xbf"
+
+# Bytes read and split at once: a slice is this many bytes of whole lines (more when one line is
+# longer), so reading a batch needs its lines' text plus about two slices, not twice the batch.
+READ_SLICE_BYTES = 64 << 20
 
 
 LINE_SCHEMA = {
@@ -41,62 +47,184 @@ class Lines:
     errors: list[str | None]  # why a file could not be read (it then has no lines)
 
 
+# One file's bytes in a slice: (file_idx, offset in the file, start, end in the slice, the file's last)
+Segment = tuple[int, int, int, int, bool]
+
+
 def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
     """Split the streams of a batch into physical lines with file index, 1-based line number and byte offset.
 
-    `file_idx` is the stream's index in `streams`. All streams are read into one buffer and split
-    once in Arrow, never per line; only the lines of a stream that is not valid UTF-8 are decoded
-    one by one (with replacement characters; their raw bytes are kept). Each stream's sha256 is computed on `hasher` when given, so hashing overlaps
-    with the next steps (hashlib releases the GIL). A byte order mark is not part of the first
-    line: its bytes are skipped (offsets stay those of the file).
+    `file_idx` is the stream's index in `streams`. The streams are read in slices of about
+    READ_SLICE_BYTES of whole lines (a line never spans two slices); each slice is split once in
+    Arrow, never per line, and the slices' frames are concatenated without rechunking (their text
+    stays in each slice's buffers, shared by Polars' string views, not copied). Only the lines of a slice's file that is not valid UTF-8 are
+    decoded one by one (with replacement characters; their raw bytes are kept). Each stream's sha256
+    is computed slice by slice on `hasher` when given, so hashing overlaps with the split (a slice's
+    buffer is released once it is hashed, before the next slice is read) and, for the last slice,
+    with the next steps (hashlib releases the GIL). A byte order mark is not part of the first line:
+    its bytes are skipped (offsets stay those of the file).
     """
     files = streams  # a stream is a file here, by the name its lines keep (file_idx)
-    buffer = bytearray(sum(f.size for f in files))
+    sizes: list[int] = [0] * len(files)
+    errors: list[str | None] = [None] * len(files)
+    boms = [False] * len(files)
+    digests: list[Future[str]] = [Future() for _ in files]
+    hashes = [hashlib.sha256() for _ in files]
+    lines_before = [0] * len(files)  # a file's lines in the slices before
+    frames: list[pl.DataFrame] = []
+    hashing: Future[None] | None = None
+
+    def hashed() -> None:
+        if hashing is not None:
+            hashing.result()
+
+    for data, segments in _slices(files, sizes, errors, hashed):
+        if hasher:
+            hashing = hasher.submit(_hash_slice, data, segments, hashes, digests)
+        else:
+            _hash_slice(data, segments, hashes, digests)
+        frame = _slice_lines(data, segments, lines_before, boms)
+        if frame.height:
+            frames.append(frame)
+        del data, frame
+    failed = [i for i, error in enumerate(errors) if error is not None]
+    for i in failed:
+        # a file that failed after some of its slices were read: as if it could not be read at all
+        digests[i].set_result(hashlib.sha256().hexdigest())
+        boms[i] = False
+    if any(lines_before[i] for i in failed):
+        frames = [frame.filter(~pl.col("file_idx").is_in(failed)) for frame in frames]
+    if not frames:
+        return Lines(pl.DataFrame(schema=LINE_SCHEMA), digests, sizes, boms, errors)
+    # each slice's text stays in its own buffers (Polars string views): no copy of the text
+    return Lines(pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0], digests, sizes, boms, errors)
+
+
+def _slices(
+    files: list[Stream], sizes: list[int], errors: list[str | None], before_next: Callable[[], None]
+) -> Iterator[tuple[memoryview, list[Segment]]]:
+    """Read the files into buffers of about READ_SLICE_BYTES and yield each full one up to its last
+    whole line, with the segment of each file it holds; the partial line after it begins the next
+    buffer. A line longer than a buffer makes its buffer grow to the line's end. A file is read up
+    to the size discovery saw; `sizes` and `errors` are filled as the files are read; a file that
+    fails has no last segment (its lines of earlier slices are the caller's to drop).
+    `before_next` is called before the next buffer is taken (the previous one then released)."""
+    slice_bytes = max(1, READ_SLICE_BYTES)
+    left = sum(f.size for f in files)  # the most there is still to read
+    buffer = bytearray(min(slice_bytes, left))
     view = memoryview(buffer)
-    starts, digests, sizes, errors, position = [0], [], [], [], 0
-    for f in files:
-        got, error = 0, None
+    used = 0
+    segments: list[Segment] = []
+    for i, f in enumerate(files):
+        start, offset, got = used, 0, 0  # the file's segment in the buffer, where it is in the file, bytes read
         try:
             with f.open() as fh:
-                # at most the size discovery saw: a live transcript that grows is read as it was
-                got = fh.readinto(view[position : position + f.size]) or 0
+                while got < f.size:
+                    if used == len(buffer):
+                        cut = buffer.rfind(b"\n", start, used) + 1 or start
+                        if not cut:
+                            # one line fills the buffer: it grows (to the line's end, at the most)
+                            grown = bytearray(used + min(max(used, slice_bytes), left))
+                            grown[:used] = view[:used]
+                            buffer, view = grown, memoryview(grown)
+                            continue
+                        if cut > start:
+                            segments.append((i, offset, start, cut, False))
+                            offset += cut - start
+                        carry = bytes(view[cut:used])
+                        yield view[:cut], segments
+                        del buffer, view
+                        segments = []
+                        before_next()
+                        buffer = bytearray(len(carry) + min(slice_bytes, left))
+                        view = memoryview(buffer)
+                        view[: len(carry)] = carry
+                        start, used = 0, len(carry)
+                        del carry
+                    got_now = fh.readinto(view[used : used + min(len(buffer) - used, f.size - got)]) or 0
+                    if not got_now:
+                        break  # the file is shorter than discovery saw
+                    used += got_now
+                    got += got_now
+                    left -= got_now
         except OSError as exc:
-            error = f"cannot be read ({exc.strerror})"
-        chunk = view[position : position + got]
-        digests.append(hasher.submit(_sha256, chunk) if hasher else _done(_sha256(chunk)))
-        sizes.append(got)
-        errors.append(error)
-        position += got
-        starts.append(position)
-    boms = [buffer[a : a + 3] == BOM and b - a >= 3 for a, b in zip(starts, starts[1:])]
-    if not position:
-        return Lines(pl.DataFrame(schema=LINE_SCHEMA), digests, sizes, boms, errors)
-    # one Arrow value per file, over the same buffer; split once into lines
-    per_file = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(files), [None, pa.array(starts, pa.int64()).buffers()[1], pa.py_buffer(view[:position])]
+            errors[i] = f"cannot be read ({exc.strerror})"
+            left -= f.size - got
+            used = start  # its bytes in this buffer are dropped
+            continue
+        left -= f.size - got
+        sizes[i] = got
+        segments.append((i, offset, start, used, True))
+    if segments:
+        yield view[:used], segments
+
+
+def _hash_slice(data: memoryview, segments: list[Segment], hashes: list, digests: list[Future[str]]) -> None:
+    """Add a slice's bytes to the sha256 of each file it holds; a file's digest is set at its last segment."""
+    try:
+        for i, _, start, end, last in segments:
+            hashes[i].update(data[start:end])
+            if last:
+                digests[i].set_result(hashes[i].hexdigest())
+    except BaseException as exc:  # a digest waited for is never left unset
+        for i, *_ in segments:
+            if not digests[i].done():
+                digests[i].set_exception(exc)
+        raise
+
+
+def _slice_lines(data: memoryview, segments: list[Segment], lines_before: list[int], boms: list[bool]) -> pl.DataFrame:
+    """Split one slice into lines: one Arrow value per segment, over the slice's buffer, split once.
+    A segment is whole lines of a file (its last may lack a newline at the file's end); `lines_before`
+    (a file's lines in earlier slices, updated here) numbers them and `boms` is set at a file's start."""
+    if not len(data):
+        return pl.DataFrame(schema=LINE_SCHEMA)
+    seg_file, seg_offset, seg_line, ends_newline, seg_bom = [], [], [], [], []
+    for i, offset, start, end, _ in segments:
+        seg_file.append(i)
+        seg_offset.append(offset)
+        seg_line.append(lines_before[i])
+        # a segment ending in a newline (and an empty one) splits into one empty piece after its last line
+        ends_newline.append(start == end or data[end - 1] == 10)
+        if offset == 0:
+            boms[i] = end - start >= 3 and data[start : start + 3] == BOM
+        seg_bom.append(offset == 0 and boms[i])
+    bounds = [segments[0][2], *(end for _, _, _, end, _ in segments)]
+    per_segment = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(segments), [None, pa.array(bounds, pa.int64()).buffers()[1], pa.py_buffer(data)]
     )
-    pieces = pc.split_pattern(per_file, pattern=b"\n")
-    # a file ending in a newline (and an empty file) splits into one empty piece after its last line
-    ends_newline = [a == b or buffer[b - 1] == 10 for a, b in zip(starts, starts[1:])]
-    file_idx = pl.col("file_idx")
-    at_bom = (pl.col("line") == 1) & pl.lit(pl.Series(boms, dtype=pl.Boolean)).gather(file_idx)
+    pieces = pc.split_pattern(per_segment, pattern=b"\n")
+    counts = pc.list_value_length(pieces)
+    for (i, *_), count, newline in zip(segments, counts.to_pylist(), ends_newline):
+        lines_before[i] += count - newline
+    seg = pl.col("seg")
+
+    def of_segment(values: list, dtype: pl.DataType) -> pl.Expr:
+        return pl.lit(pl.Series(values, dtype=dtype)).gather(seg)
+
+    at_bom = (pl.col("pos") == 0) & of_segment(seg_bom, pl.Boolean)
     frame = (
         pl.DataFrame(
             {
-                "file_idx": pl.int_range(0, len(files), eager=True, dtype=pl.Int32)
-                .repeat_by(pl.from_arrow(pc.list_value_length(pieces)).cast(pl.UInt32))
+                "seg": pl.int_range(0, len(segments), eager=True, dtype=pl.Int32)
+                .repeat_by(pl.from_arrow(counts).cast(pl.UInt32))
                 .explode(),
                 "raw": pl.from_arrow(pieces.flatten()).cast(pl.Binary),
             }
         )
         .with_columns(
-            line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(file_idx),
+            pos=pl.int_range(0, pl.len(), dtype=pl.Int64).over(seg),
             byte_length=pl.col("raw").bin.size().cast(pl.Int64),
-            last=file_idx != file_idx.shift(-1, fill_value=-1),
+            last=seg != seg.shift(-1, fill_value=-1),
         )
-        .filter(~(pl.col("last") & pl.lit(pl.Series(ends_newline, dtype=pl.Boolean)).gather(file_idx)))
+        .filter(~(pl.col("last") & of_segment(ends_newline, pl.Boolean)))
         .with_columns(
-            byte_offset=(pl.col("byte_length") + 1).cum_sum().over(file_idx) - pl.col("byte_length") - 1,
+            file_idx=of_segment(seg_file, pl.Int32),
+            line=of_segment(seg_line, pl.Int64) + pl.col("pos") + 1,
+            byte_offset=of_segment(seg_offset, pl.Int64)
+            + (pl.col("byte_length") + 1).cum_sum().over(seg)
+            - pl.col("byte_length")
+            - 1,
             has_newline=~pl.col("last"),
         )
         .with_columns(
@@ -109,17 +237,7 @@ def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
         frame = frame.with_columns(text=pl.col("raw").cast(pl.String), raw=pl.lit(None, pl.Binary), utf8_ok=pl.lit(True))
     except pl.exceptions.ComputeError:
         frame = _decode_lossy(frame)
-    return Lines(frame.select(list(LINE_SCHEMA)).cast(LINE_SCHEMA), digests, sizes, boms, errors)
-
-
-def _sha256(data: memoryview) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _done(value: str) -> Future[str]:
-    future: Future[str] = Future()
-    future.set_result(value)
-    return future
+    return frame.select(list(LINE_SCHEMA)).cast(LINE_SCHEMA)
 
 
 def _decode_lossy(frame: pl.DataFrame) -> pl.DataFrame:
