@@ -56,10 +56,11 @@ def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
 
     `file_idx` is the stream's index in `streams`. The streams are read in slices of about
     READ_SLICE_BYTES of whole lines (a line never spans two slices); each slice is split once in
-    Arrow, never per line, and the slices' frames are concatenated without rechunking (their text
-    stays in each slice's buffers, shared by Polars' string views, not copied). Only the lines of a slice's file that is not valid UTF-8 are
-    decoded one by one (with replacement characters; their raw bytes are kept). Each stream's sha256
-    is computed slice by slice on `hasher` when given, so hashing overlaps with the split (a slice's
+    Arrow, never per line, and the slices' frames are concatenated into one chunk: the text stays in
+    each slice's buffers, shared by Polars' string views, not copied (a gather from a column of
+    several chunks would copy the texts it takes; the converter gathers lines' texts by row). Only
+    the lines of a slice's file that is not valid UTF-8 are decoded one by one (with replacement
+    characters; their raw bytes are kept). Each stream's sha256 is computed slice by slice on `hasher` when given, so hashing overlaps with the split (a slice's
     buffer is released once it is hashed, before the next slice is read) and, for the last slice,
     with the next steps (hashlib releases the GIL). A byte order mark is not part of the first line:
     its bytes are skipped (offsets stay those of the file).
@@ -97,7 +98,7 @@ def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
     if not frames:
         return Lines(pl.DataFrame(schema=LINE_SCHEMA), digests, sizes, boms, errors)
     # each slice's text stays in its own buffers (Polars string views): no copy of the text
-    return Lines(pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0], digests, sizes, boms, errors)
+    return Lines(pl.concat(frames, rechunk=True) if len(frames) > 1 else frames[0], digests, sizes, boms, errors)
 
 
 def _slices(
