@@ -54,12 +54,31 @@ STATE = "_reuse.json"
 # layout is not reused (the run converts everything), so that no reused row means what it used to.
 # 2: `_work/inference_candidates.stream_ord` is the record's seq; per-group row counts (`rows`).
 STATE_LAYOUT = 2
+# A part is written in slices of rows holding about this many bytes of text, a row group each
+# (Output.write): the cast to the declared types copies one slice at a time.
+WRITE_SLICE_BYTES = 16 << 20
 # part-NNNNN: a part numbered within its run (final tables); part-<16 hex>: a batch's part, named by
 # its session groups so that an incremental run can reuse it.
 PART_RE = re.compile(r"^part-(\d{5}|[0-9a-f]{16})\.parquet$")
 # Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
 # to prove what an interruption leaves (tests/test_safety.py).
 FAULT_ENV = "ASR_BATCH_FAULT"
+
+
+def _slices(frame: pl.DataFrame, size: int) -> list[pl.DataFrame]:
+    """`frame` as consecutive slices of rows, about `size` bytes of text (its strings and binaries)
+    each; one slice when it holds less."""
+    lengths = [
+        pl.col(name).str.len_bytes() if dtype == pl.String else pl.col(name).bin.size()
+        for name, dtype in frame.schema.items()
+        if dtype in (pl.String, pl.Binary)
+    ]
+    if not lengths or frame.height == 0:
+        return [frame]
+    ends = frame.select(pl.sum_horizontal(lengths).cum_sum()).to_series()
+    bounds = pl.int_range(1, (ends.max() or 0) // size + 1, eager=True) * size
+    starts = sorted({0, *(i for i in ends.search_sorted(bounds, side="right").to_list() if i < frame.height)})
+    return [frame.slice(start, end - start) for start, end in zip(starts, [*starts[1:], frame.height])]
 
 
 class SchemaMismatch(Exception):
@@ -72,6 +91,8 @@ def _family(t: pa.DataType) -> str:
         return "null"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
     if pa.types.is_integer(t):
         return "integer"
     if pa.types.is_floating(t):
@@ -205,10 +226,19 @@ class Output:
         return folder.is_dir() and any(folder.iterdir())
 
     def write(self, table: Table, data: pl.DataFrame | pa.Table, index: int = 0) -> int:
-        """Write one part of an output table in its declared schema (see `conform`); return the row count."""
-        arrow = conform(table, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
-        pq.write_table(arrow, self.part(table.name, index), compression="zstd")
-        return arrow.num_rows
+        """Write one part of an output table in its declared schema (see `conform`); return the row count.
+
+        A frame is taken as Arrow string views, which share its buffers, and written a slice of rows
+        at a time (a row group each): only the slice being written is cast to the declared types, so
+        the write copies one slice's text at a time, not the whole table's at once.
+        """
+        pieces = [data] if isinstance(data, pa.Table) else [
+            piece.to_arrow(compat_level=pl.CompatLevel.newest()) for piece in _slices(data, WRITE_SLICE_BYTES)
+        ]
+        with pq.ParquetWriter(self.part(table.name, index), table.schema, compression="zstd") as writer:
+            for piece in pieces:
+                writer.write_table(conform(table, piece))
+        return sum(piece.num_rows for piece in pieces)
 
     def write_work(self, name: str, data: pl.DataFrame, index: int) -> None:
         """Write one part of an intermediate table used by the cross-batch steps."""

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -229,27 +230,41 @@ def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versio
 
 
 def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # the envelope decode and parts.sql run over slices of a large batch (its objects, its records):
-    # with slices of 512 KiB, every file of the corpus's output is the same, row for row and in order
-    from batch.formats import claude_code
+    # a large batch runs in slices: its streams are read in slices of whole lines (formats/lines.py),
+    # the envelope decode and parts.sql run over slices of its objects and records, and a part is
+    # written a slice of its rows at a time. With slices of 4 KiB for the reads (thousands, and
+    # lines longer than one), 512 KiB for the statements and 64 KiB for the writes, every file of
+    # the corpus's output is the same, row for row and in order, with the same Parquet schema
+    from batch import write
+    from batch.formats import claude_code, lines
 
+    monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
     monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 1 << 19)
     monkeypatch.setattr(claude_code, "PART_SLICE_BYTES", 1 << 19)
+    monkeypatch.setattr(write, "WRITE_SLICE_BYTES", 1 << 16)
     calls = defaultdict(int)
-    frame = claude_code.sql.frame
+    frame, split = claude_code.sql.frame, lines._slice_lines
 
     def counted(con, name, *args, **kwargs):
         calls[name] += 1
         return frame(con, name, *args, **kwargs)
 
+    def counted_split(*args):
+        calls["read"] += 1
+        return split(*args)
+
     monkeypatch.setattr(claude_code.sql, "frame", counted)
+    monkeypatch.setattr(lines, "_slice_lines", counted_split)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
-    assert calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
+    assert calls["read"] > 1000 and calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
     files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
     assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     for name in files:
         assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
+    # the writes were sliced: a part of records holds several row groups
+    assert max(pq.ParquetFile(p).num_row_groups for p in (out / "records").glob("*.parquet")) > 1
 
 
 def test_lineage_evidence_is_in_its_declared_order(corpus_out: Path):
@@ -266,28 +281,3 @@ def test_lineage_evidence_is_in_its_declared_order(corpus_out: Path):
         assert frame.height > 1
         assert not frame.select(key).is_duplicated().any()
         assert_frame_equal(frame, frame.sort(key, nulls_last=True), check_row_order=True)
-
-
-def test_read_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # the streams of a batch are read in slices of whole lines (formats/lines.py): with slices of
-    # 4 KiB (thousands, and lines longer than one), every file of the corpus's output is the same,
-    # row for row and in order
-    from batch.formats import lines
-
-    monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
-    slices = 0
-    split = lines._slice_lines
-
-    def counted(*args):
-        nonlocal slices
-        slices += 1
-        return split(*args)
-
-    monkeypatch.setattr(lines, "_slice_lines", counted)
-    out = tmp_path / "out"
-    batch.convert([CORPUS], out)
-    assert slices > 1000  # the slices were read
-    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
-    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
-    for name in files:
-        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
