@@ -6,7 +6,7 @@
 -- (one row per line, or per object of a line: the order tells every row apart, and the pipeline
 -- sorts the result, which takes less memory than DuckDB's sort of every column: batch/sql.py, sorted_by)
 with lines as (
-    select l.*, f.source_file, f.session_key, f.is_foreign
+    select l.* exclude (text), f.source_file, f.session_key, f.is_foreign
     from batch_lines as l
     join batch_files as f using (file_idx)
 ),
@@ -24,8 +24,12 @@ natives as (
     select ord from observation_index where not is_representative
 ),
 
+-- the text of a line is read only where it is kept (bytes after the last newline): carried along
+-- every line, the joins below would hold the whole batch's text
 rejected as (
-    select * from batch_rejects
+    select x.*, case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) end as uncommitted
+    from batch_rejects as x
+    left join batch_lines as l using (file_idx, line)
 ),
 
 final as (
@@ -52,7 +56,7 @@ final as (
         end as reason,
         k.record_id,
         n.ord as native_ord,
-        case when x.reason = 'uncommitted' then coalesce(l.raw, encode(l.text)) else l.raw end as raw,
+        case when x.reason = 'uncommitted' then x.uncommitted else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
     left join natives as n on n.ord = k.ord
