@@ -8,11 +8,13 @@
 -- reads: batch_parts, records_full
 -- result: large
 -- the blocks that can be calls or results, with the narrow columns of their record: the JSON
--- texts (the block's, the record's toolUseResult) are not carried through the windows below
+-- texts (the block's, the record's toolUseResult) are not carried through the windows below, and
+-- a first block's text only where it is a shell command's input
 with parts_ as (
     select
         p.record_id, p.session_key, p.part_index, p.part_type, p.call_id, p.tool_name, p.is_error,
-        p.text, r.record_first_ord, r.position, r.timestamp,
+        case when p.part_index = 0 and starts_with(ltrim(p.text), '<bash-input>') then p.text end as shell_input,
+        r.record_first_ord, r.position, r.timestamp,
         r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,
         r.uuid,
     from batch_parts as p
@@ -52,11 +54,11 @@ shell_inputs as (
         p.session_key,
         p.uuid as call_id,
         'Bash' as tool_name,
-        json_object('command', regexp_extract(p.text, '<bash-input>(.*)</bash-input>', 1, 's')) as tool_input,
+        json_object('command', regexp_extract(p.shell_input, '<bash-input>(.*)</bash-input>', 1, 's')) as tool_input,
         p.record_id, p.position, p.timestamp, p.record_first_ord, p.part_index,
         'user' as requested_by,
     from parts_ as p
-    where p.part_index = 0 and starts_with(ltrim(p.text), '<bash-input>')
+    where p.shell_input is not null
 ),
 
 shell_outputs as (
