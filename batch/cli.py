@@ -121,8 +121,7 @@ def convert_cmd(
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb.
 
-    Over a previous output, sessions whose files kept their size and modification time are reused,
-    and only the others are converted again.
+    Over a previous output, sessions whose files kept their size and modification time are reused, and only the others are converted again.
     """
     paths = list(sources) if sources else ([] if entire or entire_events else [default_source()])
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
