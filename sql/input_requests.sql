@@ -4,7 +4,7 @@
 -- by question text, several choices joined by commas) → answers with selected when the text equals
 -- an option label and text otherwise; the free-text response → response; a result resolved by
 -- afkTimeoutMs → status: timed_out.
--- reads: batch_parts, batch_tool_calls
+-- reads: batch_parts, batch_tool_calls, classified
 with tool_calls as (
     select * from batch_tool_calls
 ),
@@ -32,14 +32,17 @@ blocks as (
     select
         c.session_key,
         c.call_id,
-        u.native::json as tool_use_block,
-        r.native::json as tool_result_block,
+        -- a block's JSON is read from the line it was first seen in
+        json_extract(lu.json, u.native_path) as tool_use_block,
+        json_extract(lr.json, r.native_path) as tool_result_block,
         r.text as result_text,
     from calls as c
     left join parts as u
         on u.record_id = c.call_record_id and u.call_id = c.call_id and u.part_type = 'tool_use'
     left join parts as r
         on r.record_id = c.result_record_id and r.call_id = c.call_id and r.part_type = 'tool_result'
+    left join classified as lu on lu.ord = u.source_ord
+    left join classified as lr on lr.ord = r.source_ord
     qualify row_number() over (partition by c.session_key, c.call_id order by u.part_index, r.part_index) = 1
 ),
 

@@ -8,7 +8,7 @@
 -- A memory_saved path is an update when the stream shows an earlier applied write of that path (a
 -- file tool call or an earlier memory_saved), else an add: the first write this transcript shows
 -- (a file written in an earlier session reads as add; the transcript cannot tell).
--- reads: batch_parts, batch_tool_calls, records_full
+-- reads: batch_parts, batch_tool_calls, classified, records_full
 with records as (
     select record_id, position, timestamp, seq from records_full
 ),
@@ -43,7 +43,8 @@ writes as (
                 when 'false' then false
             end
         end as is_memdir_stamped,
-        u.native as block,
+        u.source_ord,
+        u.native_path,
     from file_calls as c
     join tool_uses as u on u.record_id = c.call_record_id and u.call_id = c.call_id
 ),
@@ -79,8 +80,10 @@ tool_changes as (
             else 'unknown'
         end as status,
         w.result_native,
-        w.block as native,
+        -- the tool_use block's JSON, read from the line it was first seen in (for these writes only)
+        json_extract(l.json, w.native_path)::varchar as native,
     from classified_writes as w
+    join classified as l on l.ord = w.source_ord
     where w.agent_dir <> '' or w.in_memdir or coalesce(w.is_memdir_stamped, false)
 ),
 

@@ -185,13 +185,13 @@ shaped as (
         d.sub as source_sub,
         -- an array's block is its element; a string content, or an attachment, is the value itself
         d.block_path || case when d.is_element then '[' || d.block_index || ']' else '' end as native_path,
-        d.block::varchar as native,
+        d.ord as source_ord,
     from decoded as d
 ),
 
 final as (
     select
-        * exclude (is_empty_data, persisted_file, display_content, source_file, source_line, source_sub, native_path, native),
+        * exclude (is_empty_data, persisted_file, display_content, source_file, source_line, source_sub, native_path, source_ord),
         case
             when is_empty_data then 'empty'
             when persisted_file is null then 'complete'
@@ -204,8 +204,9 @@ final as (
         source_line,
         source_sub,
         native_path,
-        -- the block's JSON, read by fact tables of the batch; not written (native_path names it)
-        native,
+        -- the observation the block was first seen in, by which a fact table of the batch reads the
+        -- block's JSON (the line's, at native_path); not written
+        source_ord,
     from (
         select
             *,

@@ -428,10 +428,10 @@ def test_a_full_disk_is_one_error_line_and_leaves_the_previous_output(src, out, 
     batch.convert([src], out)
     before = tree(out)
 
-    def full(table, where, **kw):
+    def full(where, schema, **kw):
         raise OSError(errno.ENOSPC, "No space left on device", str(where))
 
-    monkeypatch.setattr(pq, "write_table", full)
+    monkeypatch.setattr(pq, "ParquetWriter", full)
     with pytest.raises(SystemExit) as exc:
         # --full: over an unchanged input, an incremental run would write no Parquet at all
         main(["convert", str(src), "--out", str(out), "-q", "--full"])

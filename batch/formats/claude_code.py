@@ -28,10 +28,6 @@ FORMAT = "claude-code-jsonl"
 # sql/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 
-# The statements that read the blocks' JSON (batch_parts.native): they run first among the batch's
-# statements, and after the last of them batch_parts is the output frame of parts, without it.
-PART_NATIVE_READERS = ("tool_calls", "input_requests", "plan_calls", "memory_changes")
-
 # Slices of a batch's lines decoded at once (sql/observations.sql), by the size of their text
 # (docs/performance.md, "Slices of a large batch").
 OBSERVE_SLICE_BYTES = 64 << 20
@@ -202,7 +198,8 @@ def convert(
     sql.register(con, "classified", classified)
     tables |= {
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
-        "parts": parts.select(TABLES_BY_NAME["parts"].names),  # the block's JSON stays in its line (native_path)
+        # the block's JSON stays in its line (native_path), and source_ord names that line in the batch
+        "parts": parts.select(TABLES_BY_NAME["parts"].names),
         "tool_calls": _tool_calls(con, records, parts),
         "source_lines": _source_lines(con, classified, rows_by_ord),
         "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
@@ -211,14 +208,9 @@ def convert(
     sql.register(con, "batch_tool_calls", tables["tool_calls"])
     sql_files = set(sql.names())
     targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
-    # the readers of the blocks' JSON first (and what they read): batch_parts is narrowed after them
-    first = [name for name in PART_NATIVE_READERS if name not in tables and name in sql_files]
-    steps = sql.order([*first, *targets], given=sql.defined(con))
+    steps = sql.order(targets, given=sql.defined(con))
     read = {dep for name in steps for dep in sql.reads(name)}
-    native_readers = [name for name in steps if name in PART_NATIVE_READERS]
     del parts
-    if not native_readers:
-        sql.register(con, "batch_parts", tables["parts"])
     for name in steps:
         if name in read:
             # read by later steps: computed once per batch into a temporary table (as a view,
@@ -228,8 +220,6 @@ def convert(
                 tables[name] = con.table(name).pl()
         else:
             tables[name] = sql.frame(con, name)
-        if native_readers and name == native_readers[-1]:
-            sql.register(con, "batch_parts", tables["parts"])
 
     per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
     foreign_set = set(foreign.to_list())
