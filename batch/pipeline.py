@@ -311,6 +311,7 @@ def convert(
         output.commit()
     except BaseException:
         stop.set()
+        forget_manifest()  # a failed run does not keep the previous manifest it parsed
         output.abort()
         raise
     return ConvertResult(

@@ -89,6 +89,11 @@ def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, mon
     result = batch.convert([sample], out)  # the final stage runs: the parsed manifest is not kept
     assert result.manifest["reuse"]["final_stage"] == "run"
     assert len(parsed) == 1 and batch.write._PARSED_MANIFEST == {}
+    # nor by a run that fails while it plans, after the output was found to be ours
+    monkeypatch.setattr(batch.pipeline.reuse, "plan", lambda *args, **kwargs: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        batch.convert([sample], out)
+    assert len(parsed) == 2 and batch.write._PARSED_MANIFEST == {}
 
 
 @pytest.mark.parametrize("change", ["grow", "add", "delete_session", "delete_subagent", "grow_subagent"])
