@@ -34,6 +34,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batch import slices
 from batch.catalog import CATALOG, write_catalog
 from batch.errors import OutputError
 from batch.schema import TABLES, Table
@@ -73,12 +74,10 @@ def _slices(frame: pl.DataFrame, size: int) -> list[pl.DataFrame]:
         for name, dtype in frame.schema.items()
         if dtype in (pl.String, pl.Binary)
     ]
-    if not lengths or frame.height == 0:
+    if not lengths:
         return [frame]
-    ends = frame.select(pl.sum_horizontal(lengths).cum_sum()).to_series()
-    bounds = pl.int_range(1, (ends.max() or 0) // size + 1, eager=True) * size
-    starts = sorted({0, *(i for i in ends.search_sorted(bounds, side="right").to_list() if i < frame.height)})
-    return [frame.slice(start, end - start) for start, end in zip(starts, [*starts[1:], frame.height])]
+    texts = frame.select(pl.sum_horizontal(lengths)).to_series()
+    return [frame.slice(start, end - start) for start, end in slices.ranges(texts, size)]
 
 
 class SchemaMismatch(Exception):

@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 import duckdb
 import polars as pl
 
-from batch import sql
+from batch import slices, sql
 from batch.formats.base import Converted
 from batch.formats.lines import read_lines
 from batch.schema import TABLES, TABLES_BY_NAME
@@ -251,11 +251,8 @@ def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_inde
     # The statement decodes each object alone (no window, no aggregate): run over slices of the
     # objects, about OBSERVE_SLICE_BYTES of text each, its results concatenated are its rows over all
     # of them in the same order, and DuckDB's working memory is the slice's (returned after each).
-    ends = objects.get_column("json").str.len_bytes().cum_sum()
-    bounds = pl.int_range(1, (ends.max() or 0) // OBSERVE_SLICE_BYTES + 1, eager=True) * OBSERVE_SLICE_BYTES
-    starts = sorted({0, *(i for i in ends.search_sorted(bounds, side="right").to_list() if i < objects.height)})
     frames = []
-    for start, end in zip(starts, [*starts[1:], objects.height]):
+    for start, end in slices.ranges(objects.get_column("json").str.len_bytes(), OBSERVE_SLICE_BYTES):
         sql.register(con, "batch_objects", objects.slice(start, end - start).with_row_index("obj_idx", offset=start))
         frames.append(sql.frame(con, "observations"))
         sql.flush(con)
