@@ -60,10 +60,11 @@ def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
     each slice's buffers, shared by Polars' string views, not copied (a gather from a column of
     several chunks would copy the texts it takes; the converter gathers lines' texts by row). Only
     the lines of a slice's file that is not valid UTF-8 are decoded one by one (with replacement
-    characters; their raw bytes are kept). Each stream's sha256 is computed slice by slice on `hasher` when given, so hashing overlaps with the split (a slice's
-    buffer is released once it is hashed, before the next slice is read) and, for the last slice,
-    with the next steps (hashlib releases the GIL). A byte order mark is not part of the first line:
-    its bytes are skipped (offsets stay those of the file).
+    characters; their raw bytes are kept). Each stream's sha256 is computed slice by slice on
+    `hasher` when given, so hashing overlaps with the split (a slice's buffer is released once it is
+    hashed, before the next slice is read) and, for the last slice, with the next steps (hashlib
+    releases the GIL). A byte order mark is not part of the first line: its bytes are skipped
+    (offsets stay those of the file).
     """
     files = streams  # a stream is a file here, by the name its lines keep (file_idx)
     sizes: list[int] = [0] * len(files)
