@@ -29,7 +29,7 @@ from batch.sources.claude_code import Discovery, discover, head_unchanged, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output, conform, fault, forget_manifest, read_state
+from batch.write import WORK, Output, PartWriter, conform, fault, forget_manifest, read_state
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -362,13 +362,28 @@ class _Captured:
         self.spill = spill
         self.frames: dict[tuple[str, bool], pl.DataFrame] = {}
 
-    def write(self, table, data, index=0) -> int:
-        arrow = conform(table, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
-        self.frames[(table.name, False)] = pl.from_arrow(arrow)
-        return arrow.num_rows
+    def open(self, table, index=0) -> _CapturedPart:
+        return _CapturedPart(self, table)
 
     def write_work(self, name: str, data: pl.DataFrame, index=0) -> None:
         self.frames[(name, True)] = data
+
+
+class _CapturedPart:
+    """A part of `_Captured`: its pieces, in the declared schema, kept as one frame once closed."""
+
+    def __init__(self, captured: _Captured, table) -> None:
+        self.captured, self.table, self.pieces, self.rows = captured, table, [], 0
+
+    def append(self, data: pl.DataFrame | pa.Table) -> int:
+        self.pieces.append(conform(self.table, data.to_arrow() if isinstance(data, pl.DataFrame) else data))
+        self.rows += self.pieces[-1].num_rows
+        return self.pieces[-1].num_rows
+
+    def close(self) -> None:
+        if self.pieces:
+            self.captured.frames[(self.table.name, False)] = pl.from_arrow(pa.concat_tables(self.pieces))
+            self.pieces = []
 
 
 def _path_owners(groups: dict[str, list | None]) -> dict[str, str | None]:
@@ -452,8 +467,8 @@ class _RowsByGroup:
     written: each part's distinct key values with their row counts, mapped to groups at the end,
     once per set of key columns (`_owners`)."""
 
-    def __init__(self, path_owner: dict, key_owner: dict[str, str], groups: list[str]) -> None:
-        self.maps, self.groups = (path_owner, key_owner, groups), groups
+    def __init__(self, groups: list[str]) -> None:
+        self.groups = groups
         self.rows: dict[str, list[int]] = {}
         self.keyed: dict[tuple[str, ...], list[pl.DataFrame]] = {}
         self.told = True
@@ -462,7 +477,7 @@ class _RowsByGroup:
         names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
         keys = tuple(c for c in _CARVE_KEYS if c in names)
         if not height:
-            self.rows[label] = [0] * len(self.groups)
+            self.rows.setdefault(label, [0] * len(self.groups))
         elif not keys:
             self.told = False
         elif self.told:
@@ -470,21 +485,70 @@ class _RowsByGroup:
             distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
             self.keyed.setdefault(keys, []).append(distinct)
 
-    def result(self) -> dict[str, list[int]] | None:
-        """Each part's rows per group, in the order of the groups (sorted); None when a row's group
-        cannot be told."""
-        if not self.told:
+    def result(self, maps: tuple[dict, dict[str, str]] | None) -> dict[str, list[int]] | None:
+        """Each part's rows per group, in the order of the groups (sorted), given the group of each
+        file and session (`_key_owners`); None when a row's group cannot be told."""
+        if not self.told or maps is None:
             return None
         position = {g: i for i, g in enumerate(self.groups)}
         for keys, frames in self.keyed.items():
             frame = pl.concat(frames, how="vertical_relaxed")
-            owners = _owners(frame.select(keys), *self.maps)
+            owners = _owners(frame.select(keys), *maps, self.groups)
             if owners is None:
                 return None
             found = frame.select("_t", owners.alias("_g"), "_n").group_by("_t", "_g").agg(pl.col("_n").sum())
             for label, group, n in found.iter_rows():
                 self.rows.setdefault(label, [0] * len(self.groups))[position[group]] = int(n)
         return dict(sorted(self.rows.items()))
+
+
+class _BatchParts:
+    """A batch's parts, written as its tables are handed over: one part per output table, appended
+    to a piece at a time (`Output.open`), so that no piece is held once written; the rows without a
+    seq wait for the batch's last (`tail.Tail`). The work tables, a few narrow rows per stream or
+    inference, are written whole at the end. Counts each part's rows, and its rows per group."""
+
+    def __init__(self, output: Output, index: str, groups: list[str]) -> None:
+        self.output, self.index = output, index
+        self.rows = _RowsByGroup(groups)
+        self.tail = tail.Tail()
+        self.writers: dict[str, PartWriter] = {}
+        self.work: dict[str, list[pl.DataFrame]] = {}
+
+    def add(self, name: str, frame: pl.DataFrame) -> None:
+        """Write a piece of table `name` (an output table, or a work table: batch/schema/work.py)."""
+        if name in WORK_SCHEMAS:
+            self.work.setdefault(name, []).append(frame)
+            return
+        frame = self.tail.pass_on(name, frame)
+        if frame is not None:
+            self._append(name, frame)
+
+    def _append(self, name: str, frame: pl.DataFrame) -> None:
+        if name not in self.writers:
+            table = TABLES_BY_NAME.get(name)
+            if table is None or table.stage != "batch":
+                raise ValueError(f"{name} is not a table a batch writes")
+            self.writers[name] = self.output.open(table, self.index)
+        self.writers[name].append(frame)
+        self.rows.add(name, frame)
+
+    def close(self) -> dict[str, int]:
+        """Write what is held and close the parts; return each output table's row count."""
+        for name, frame in self.tail.rest().items():
+            self._append(name, frame)
+        self.abort()
+        for name, schema in WORK_SCHEMAS.items():
+            if name in self.work:
+                data = pl.from_arrow(_cast(schema, self.work.pop(name)))
+                self.output.write_work(name, data, self.index)
+                self.rows.add(_label(name, True), data)
+        return {t.name: self.writers[t.name].rows for t in TABLES if t.name in self.writers}
+
+    def abort(self) -> None:
+        """Close the parts opened (a failed batch's are left in the run folder, which is discarded)."""
+        for writer in self.writers.values():
+            writer.close()
 
 
 def _recorded_rows(batch: dict) -> dict[str, dict[str, int]] | None:
@@ -695,7 +759,7 @@ def _deltas(
             }
             tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
             part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-            counts, rows_by_group = {}, _RowsByGroup(path_owner, key_owner, owners)
+            counts, rows_by_group = {}, _RowsByGroup(owners)
             for key in sorted(old.frames.keys() | new.frames.keys()):
                 table, work = key
                 frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
@@ -718,7 +782,7 @@ def _deltas(
                     else:
                         counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
                     rows_by_group.add(_label(table, work), rows)
-            recorded = rows_by_group.result()
+            recorded = rows_by_group.result((path_owner, key_owner))
             entries.append({
                 "part": part,
                 "groups": {o: current[o] for o in owners},
@@ -965,46 +1029,39 @@ def _convert_batch_on(
     tool_result_files: set[str],
     hasher: Executor,
 ) -> _Batch:
-    """Load the batch's units, convert their streams with each format's converter, write one part per table."""
+    """Load the batch's units, convert their streams with each format's converter, and write one part per
+    table (`_BatchParts`), each format's frames as soon as it returns them."""
     loaded = Loaded()
     for unit in units:
         loaded.extend(unit.load())
-    frames = loaded.frames
     inputs, skipped = list(loaded.inputs), []
     by_format: dict[str, list[Stream]] = {}
     for stream in loaded.streams:
         by_format.setdefault(stream.producer_source, []).append(stream)
-    for name in sorted(by_format):
-        converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
-        for table, frame in converted.tables.items():
-            frames.setdefault(table, []).insert(0, frame)
-        inputs.extend(converted.inputs)
-        skipped.extend(converted.skipped)
-    tail.number(frames)  # records from another file than their stream's transcript: after it
-    # the statements are done: what the connection holds (registered frames, temporary tables and
-    # the memory DuckDB keeps for reuse) is released before the writes, and each frame once written
-    sql.release(con)
+    groups = reuse.fingerprints(units)
+    parts = _BatchParts(output, index, sorted(groups))
+    try:
+        for name in sorted(by_format):
+            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+            # the statements are done: what the connection holds (registered frames, temporary tables
+            # and the memory DuckDB keeps for reuse) is released before the writes
+            sql.release(con)
+            for table in list(converted.tables):
+                parts.add(table, converted.tables.pop(table))  # each frame released once written
+            inputs.extend(converted.inputs)
+            skipped.extend(converted.skipped)
+            del converted
+        for table, frames in loaded.frames.items():
+            for frame in frames:
+                parts.add(table, frame)
+        counts = parts.close()
+    except BaseException:
+        parts.abort()
+        raise
     # each part's rows per group, recorded in the reuse state: a later run that carves this batch,
     # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
-    groups = reuse.fingerprints(units)
-    maps = _key_owners(groups, inputs, skipped, {})
-    rows = _RowsByGroup(*maps, sorted(groups)) if maps is not None else None
-    counts = {}
-    for table in TABLES:
-        if table.stage == "batch" and table.name in frames:
-            data = _concat(table.schema, frames.pop(table.name))
-            counts[table.name] = output.write(table, data, index)
-            if rows is not None:
-                rows.add(table.name, data)
-            del data  # released before the next table's frame is built, as when it was written unnamed
-    for name, schema in WORK_SCHEMAS.items():
-        if name in frames:
-            data = pl.from_arrow(_cast(schema, frames.pop(name)))
-            output.write_work(name, data, index)
-            if rows is not None:
-                rows.add(_label(name, True), data)
-            del data
-    return _Batch(units, inputs, counts, skipped, rows.result() if rows is not None else None)
+    rows = parts.rows.result(_key_owners(groups, inputs, skipped, {}))
+    return _Batch(units, inputs, counts, skipped, rows)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:

@@ -80,6 +80,41 @@ def _slices(frame: pl.DataFrame, size: int) -> list[pl.DataFrame]:
     return [frame.slice(start, end - start) for start, end in slices.ranges(texts, size)]
 
 
+class PartWriter:
+    """One part file of an output table, written a piece at a time in its declared schema (see
+    `conform`): a batch hands over a table's rows in as many pieces as it makes them, and none is
+    held once written. The file holds the declared schema and no row until something is appended.
+
+    A frame is taken as Arrow string views, which share its buffers, and written a slice of rows
+    at a time (a row group each): only the slice being written is cast to the declared types, so
+    the write copies one slice's text at a time, not the whole piece's at once.
+    """
+
+    def __init__(self, path: Path, table: Table) -> None:
+        self.table, self.rows = table, 0
+        self._writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+
+    def append(self, data: pl.DataFrame | pa.Table) -> int:
+        """Write `data` after the rows already written; return its row count."""
+        pieces = [data] if isinstance(data, pa.Table) else [
+            piece.to_arrow(compat_level=pl.CompatLevel.newest()) for piece in _slices(data, WRITE_SLICE_BYTES)
+        ]
+        for piece in pieces:
+            self._writer.write_table(conform(self.table, piece))
+        rows = sum(piece.num_rows for piece in pieces)
+        self.rows += rows
+        return rows
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class SchemaMismatch(Exception):
     """A relation does not have the columns or types its output table declares: a bug, not bad input."""
 
@@ -225,19 +260,14 @@ class Output:
         return folder.is_dir() and any(folder.iterdir())
 
     def write(self, table: Table, data: pl.DataFrame | pa.Table, index: int = 0) -> int:
-        """Write one part of an output table in its declared schema (see `conform`); return the row count.
+        """Write one part of an output table in its declared schema (see `conform`); return the row count."""
+        with self.open(table, index) as part:
+            part.append(data)
+        return part.rows
 
-        A frame is taken as Arrow string views, which share its buffers, and written a slice of rows
-        at a time (a row group each): only the slice being written is cast to the declared types, so
-        the write copies one slice's text at a time, not the whole table's at once.
-        """
-        pieces = [data] if isinstance(data, pa.Table) else [
-            piece.to_arrow(compat_level=pl.CompatLevel.newest()) for piece in _slices(data, WRITE_SLICE_BYTES)
-        ]
-        with pq.ParquetWriter(self.part(table.name, index), table.schema, compression="zstd") as writer:
-            for piece in pieces:
-                writer.write_table(conform(table, piece))
-        return sum(piece.num_rows for piece in pieces)
+    def open(self, table: Table, index: int = 0) -> PartWriter:
+        """One part of an output table, written in pieces (`PartWriter.append`) until it is closed."""
+        return PartWriter(self.part(table.name, index), table)
 
     def write_work(self, name: str, data: pl.DataFrame, index: int) -> None:
         """Write one part of an intermediate table used by the cross-batch steps."""

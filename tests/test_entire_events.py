@@ -259,15 +259,20 @@ def test_tail_numbers_records_without_seq_after_their_stream():
         return pl.DataFrame({"record_id": [f"{k}:{n}" for k, n in zip(keys, lines)], "session_key": keys,
                              "seq": pl.Series(seqs, dtype=pl.Int64), "source_file": ["f"] * len(keys),
                              "source_line": lines})
-    frames = {
-        "records": [records(["a", "a", "b"], [1, 2, 1], [1, 2, 1]),
-                    records(["a", "c", "a"], [None, None, None], [9, 1, 3])],
-        "session_events": [pl.DataFrame({"record_id": ["a:9"], "seq": pl.Series([None], dtype=pl.Int64)})],
-    }
-    tail.number(frames)
-    got = pl.concat(frames["records"]).sort("record_id").select("record_id", "seq").rows()
-    assert got == [("a:1", 1), ("a:2", 2), ("a:3", 3), ("a:9", 4), ("b:1", 1), ("c:1", 1)]
-    assert frames["session_events"][0].rows() == [("a:9", 4)]
+    # the pieces pass as a batch hands them over: the rows with a seq go on at once, the others wait
+    numbered = tail.Tail()
+    passed = [
+        numbered.pass_on("records", records(["a", "a"], [1, 2], [1, 2])),
+        numbered.pass_on("records", records(["a", "c", "a"], [None, None, None], [9, 1, 3])),
+        numbered.pass_on("session_events", pl.DataFrame({"record_id": ["a:9", "a:2"], "seq": pl.Series([None, 2], dtype=pl.Int64)})),
+        numbered.pass_on("records", records(["b", "a"], [1, None], [1, 4])),
+    ]
+    assert [None if p is None else p.height for p in passed] == [2, 0, None, 1]
+    held = numbered.rest()
+    got = pl.concat([p for p in passed[:2] + passed[3:]] + [held["records"]]).sort("record_id").select("record_id", "seq")
+    assert got.rows() == [("a:1", 1), ("a:2", 2), ("a:3", 3), ("a:4", 4), ("a:9", 5), ("b:1", 1), ("c:1", 1)]
+    assert held["session_events"].rows() == [("a:9", 5), ("a:2", 2)]
+    assert numbered.rest() == {}
 
 
 def test_events_join_a_session_of_an_entire_checkpoint(tmp_path):

@@ -56,6 +56,26 @@ def test_a_declared_frame_is_written(tmp_path):
     output.abort()
 
 
+def test_a_part_written_in_pieces_is_the_part_written_at_once(tmp_path):
+    # a batch appends a table's rows to its part a piece at a time: the file holds the pieces' rows
+    # in order, in the declared schema, a row group per piece (or per slice of one)
+    output = Output(tmp_path / "out")
+    frames = [_losses_frame(session_key=pl.lit(f"s{i}")) for i in range(3)]
+    with output.open(LOSSES, 1) as part:
+        assert [part.append(f) for f in frames] == [1, 1, 1]
+    assert part.rows == 3
+    assert output.write(LOSSES, pl.concat(frames), 2) == 3
+    pieces, whole = (pq.ParquetFile(output.part("losses", i)) for i in (1, 2))
+    assert pieces.metadata.num_row_groups == 3 and whole.metadata.num_row_groups == 1
+    assert pieces.read().equals(whole.read()) and pieces.schema_arrow.equals(whole.schema_arrow, check_metadata=True)
+    # a part opened and closed with nothing appended holds the schema and no row
+    with output.open(LOSSES, 3):
+        pass
+    assert pq.read_table(output.part("losses", 3)).num_rows == 0
+    assert pq.read_schema(output.part("losses", 3)).equals(LOSSES.schema, check_metadata=True)
+    output.abort()
+
+
 @pytest.mark.parametrize(
     ("frame", "message"),
     [
