@@ -10,9 +10,11 @@ the batches of their Polars `estimated_size`, per observation: as the converter 
 today (strings), and with the repetitive strings categorical and the stream as an Int32 id. The
 line-local extras the plan adds later (block keys, agent_progress copy uuids, toolUseResult.agentId,
 small-family values) are not computed by the converter yet and are not counted. `text_head` is
-counted only where it starts with `<bash-` (shell calls), as the plan keeps it. The frames are taken
-by wrapping three functions of the converter (batch.sql.register, batch.sql.view and
-batch.formats.claude_code._ordered); the conversion's own output is unchanged.
+counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
+of the narrow frame the converter builds in pass 1 and reads in its narrow stage
+(`narrow_observations`: claude_code.NARROW_COLUMNS and ord). The frames are taken by wrapping two
+functions of the converter (batch.sql.register and batch.sql.view); the conversion's own output is
+unchanged.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from pathlib import Path
 import polars as pl
 
 import batch
-import batch.formats.claude_code as claude_code
 import batch.sql as batch_sql
 
 # pass-1 columns of the plan that classified holds (besides the line's byte offset and length)
@@ -51,12 +52,20 @@ def main() -> None:
     lines: list[pl.DataFrame] = []  # each batch's non-blank lines
     narrow: list[pl.DataFrame] = []
     index: list[pl.DataFrame] = []
-    register, view, ordered = batch_sql.register, batch_sql.view, claude_code._ordered
+    stage: list[pl.DataFrame] = []  # the converter's narrow frame, as observation_index reads it
+    register, view = batch_sql.register, batch_sql.view
 
-    def register_lines(con, name, frame, *a, **kw):
-        if name == "batch_lines":
-            with lock:
+    def register_frames(con, name, frame, *a, **kw):
+        with lock:
+            if name == "batch_lines":
                 lines.append(frame.select("file_idx", "line", "byte_offset", "byte_length"))
+            elif name == "classified" and "content" in frame.columns:  # its first registration
+                narrow.append(frame.select(
+                    *NARROW[:-2], text_head=pl.when(pl.col("text_head").str.starts_with("<bash-")).then("text_head"),
+                    json_hash="json_hash",
+                ))
+            elif name == "narrow_observations" and "ord" in frame.columns:
+                stage.append(frame)
         return register(con, name, frame, *a, **kw)
 
     def view_keys(con, name, *a, **kw):
@@ -66,17 +75,7 @@ def main() -> None:
                 index.append(keys)
         return view(con, name, *a, **kw)
 
-    def ordered_narrow(classified):
-        classified, rows_by_ord = ordered(classified)
-        frame = classified.select(
-            *NARROW[:-2], text_head=pl.when(pl.col("text_head").str.starts_with("<bash-")).then("text_head"),
-            json_hash="json_hash",
-        )
-        with lock:
-            narrow.append(frame)
-        return classified, rows_by_ord
-
-    batch_sql.register, batch_sql.view, claude_code._ordered = register_lines, view_keys, ordered_narrow
+    batch_sql.register, batch_sql.view = register_frames, view_keys
     with tempfile.TemporaryDirectory() as tmp:
         batch.convert([args.archive], args.out or Path(tmp) / "out", workers=1)
 
@@ -100,6 +99,11 @@ def main() -> None:
         "narrow_columns": len(frame.columns),
         "narrow_bytes_per_observation": round(frame.estimated_size() / n, 1),
         "narrow_compact_bytes_per_observation": round(compact.estimated_size() / n, 1),
+        "narrow_stage_columns": len(stage[0].columns),
+        "narrow_stage_bytes_per_observation": round(sum(f.estimated_size() for f in stage) / n, 1),
+        "narrow_stage_bytes_per_column": {
+            c: round(sum(f.get_column(c).estimated_size() for f in stage) / n, 1) for c in stage[0].columns
+        },
         "index_columns": len(keys.columns),
         "index_bytes_per_observation": round(keys.estimated_size() / n, 1),
         "session_key_bytes_per_observation": round(frame.get_column("session_key").estimated_size() / n, 1),

@@ -1,6 +1,7 @@
 -- observation_index: one row per observation (keyed by ord), with the record it goes into and its
--- line status. Only the narrow columns the keys need are read here: the JSON text stays in
--- `classified` and is joined back by ord (observation_keys.sql), and its hash (json_hash) was taken
+-- line status. It reads the narrow frame of the observations (`narrow_observations`, the columns
+-- NARROW_COLUMNS of batch/formats/claude_code.py names, with ord): no JSON text, which stays in
+-- `classified` and is joined back by ord (observation_keys.sql); its hash (json_hash) was taken
 -- where the line was decoded (observations.sql).
 -- Position basis (registry entry): keep the latest observation of each repeated uuid at the
 -- position where that uuid first appeared; then fold the responses sharing message.id.
@@ -11,13 +12,13 @@
 -- `ord` is the observation's position in the batch (file_rank, file_idx, line, sub nulls first),
 -- numbered from 1 by the pipeline (batch/formats/claude_code.py): unique, and the key by which
 -- every statement joins an observation's columns.
--- reads: classified
+-- reads: narrow_observations
 with ordered as (
     select
         ord, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
         parent_uuid, message_id, is_compact_summary, permission_mode, json_hash,
         repeatable_metadata(uuid, native_type) as is_repeatable,
-    from classified
+    from narrow_observations
 ),
 
 -- The windows below run on the few rows they concern: repeatable metadata lines, and the

@@ -231,7 +231,8 @@ def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versio
 
 def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # a large batch runs in slices: its streams are read in slices of whole lines (formats/lines.py),
-    # the envelope decode and parts.sql run over slices of its objects and records, and a part is
+    # each slice a chunk of pass 1 (decoded, recovered and classified alone: claude_code._pass1), the
+    # envelope decode and parts.sql run over slices of its objects and records, and a part is
     # written a slice of its rows at a time. With slices of 4 KiB for the reads (thousands, and
     # lines longer than one), 512 KiB for the statements and 64 KiB for the writes, every file of
     # the corpus's output is the same, row for row and in order, with the same Parquet schema
@@ -253,11 +254,19 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
         calls["read"] += 1
         return split(*args)
 
+    recover = claude_code.recover
+
+    def counted_recover(*args):
+        calls["chunk"] += 1  # once per chunk of pass 1
+        return recover(*args)
+
     monkeypatch.setattr(claude_code.sql, "frame", counted)
     monkeypatch.setattr(lines, "_slice_lines", counted_split)
+    monkeypatch.setattr(claude_code, "recover", counted_recover)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
     assert calls["read"] > 1000 and calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
+    assert calls["chunk"] == calls["read"]  # each read slice went through pass 1 alone
     files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
     assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     for name in files:
@@ -265,6 +274,42 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
         assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
     # the writes were sliced: a part of records holds several row groups
     assert max(pq.ParquetFile(p).num_row_groups for p in (out / "records").glob("*.parquet")) > 1
+
+
+def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # observation_index reads the narrow frame of pass 1 (claude_code.NARROW_COLUMNS and ord): no
+    # JSON text, content or line text. Over the corpus (inline sidechains and agent_progress-rebuilt
+    # subagents included), the index it gives equals the index the same statement gives over the
+    # whole classified observations, row by row
+    from batch import sql
+    from batch.formats import claude_code
+
+    wide = {"json", "content", "top_content", "tool_use_result", "text", "raw", "text_head"}
+    assert not wide & set(claude_code.NARROW_COLUMNS)
+    materialize = claude_code.sql.materialize
+    seen: list[pl.DataFrame] = []
+
+    def checked(con, name, *args, **kwargs):
+        if name == "observation_index":
+            narrow = con.table("narrow_observations").pl()
+            assert narrow.columns == [*claude_code.NARROW_COLUMNS, "ord"]
+            from_narrow = sql.frame(con, "observation_index").sort("ord")
+            con.unregister("narrow_observations")
+            sql.register(con, "narrow_observations", con.table("classified").pl())
+            from_whole = sql.frame(con, "observation_index").sort("ord")
+            sql.register(con, "narrow_observations", narrow)
+            assert from_whole.height == con.table("classified").pl().height > 0
+            assert_frame_equal(from_narrow, from_whole, check_row_order=True)
+            seen.append(narrow)
+        return materialize(con, name, *args, **kwargs)
+
+    monkeypatch.setattr(claude_code.sql, "materialize", checked)
+    batch.convert([CORPUS], tmp_path / "out")
+    narrow = pl.concat(seen)
+    assert (narrow.get_column("stream_kind") == "sidechain").any()  # split in the narrow frame
+    assert narrow.get_column("position").str.starts_with("agent_progress:").any()  # rebuilt objects' narrow rows
 
 
 def test_lineage_evidence_is_in_its_declared_order(corpus_out: Path):

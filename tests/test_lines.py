@@ -6,15 +6,18 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from batch.formats import lines
+from batch import sql
+from batch.formats import claude_code, lines
 from batch.formats.lines import BOM, LINE_SCHEMA, read_lines
 from batch.sources.base import Stream
 from batch.sources.claude_code import discover
@@ -199,3 +202,48 @@ def test_the_corpus_in_slices(corpus_streams, slice_bytes, monkeypatch):
     assert slices > 10
     assert_same(sliced, whole)
     assert whole[1] == [hashlib.sha256(s.path.read_bytes()).hexdigest() for s in corpus_streams]
+
+
+def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch):
+    # the converter decodes each read slice as it comes (pass 1): the lines of a stream that fails
+    # after some of its slices went through leave no row, as when it cannot be read at all
+    monkeypatch.setattr(lines, "READ_SLICE_BYTES", 256)
+
+    def text(session: str, n: int) -> bytes:
+        return b"".join(
+            json.dumps({
+                "type": "user", "uuid": f"{session}-{i}", "parentUuid": None, "sessionId": session,
+                "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": f"prompt {i} " + "x" * 40},
+            }).encode() + b"\n"
+            for i in range(n)
+        )
+
+    good, bad = text("s1", 5), text("s2", 20)
+    chunks = 0
+    recover = claude_code.recover
+
+    def counted(*args):
+        nonlocal chunks
+        chunks += 1  # once per chunk of pass 1
+        return recover(*args)
+
+    monkeypatch.setattr(claude_code, "recover", counted)
+
+    def convert(fail_at: int):
+        con = duckdb.connect()
+        sql.define_macros(con)
+        files = [
+            stream("a.jsonl", good),
+            FailingStream("b.jsonl", len(bad), "main", "s2", "s2", data=bad, fail_at=fail_at),
+        ]
+        return claude_code.convert(con, files, tool_result_files=set())
+
+    late = convert(len(bad) - 10)
+    assert chunks > 5  # the failing stream's first slices went through pass 1
+    early = convert(0)
+    assert late.skipped == early.skipped == [("b.jsonl", "cannot be read (Input/output error)")]
+    assert late.inputs == early.inputs and len(late.inputs) == 1
+    assert late.tables.keys() == early.tables.keys()
+    for name in late.tables:
+        assert_frame_equal(late.tables[name], early.tables[name], check_row_order=True)
+    assert late.tables["records"].height == 5

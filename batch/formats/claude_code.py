@@ -1,10 +1,13 @@
 """Claude Code JSONL: the converter of the claude-code-jsonl format (registry entry), one batch at a time.
 
-The streams of a batch (files, or Git blobs of Entire checkpoints) are split into lines, decoded
-(sql/observations.sql), rebuilt where a subagent transcript is absent (agent_progress copies),
-split into inline 1.0.x sidechains, classified and folded into records by the SQL files; the
-result is the batch's frames of the core and fact tables and of the work tables the final
-stage reads.
+The streams of a batch (files, or Git blobs of Entire checkpoints) are read in chunks of whole
+lines; pass 1 decodes each chunk alone (sql/observations.sql), recovers its `}{` lines and
+classifies its observations, keeping their wide frame and a narrow one (NARROW_COLUMNS). The narrow
+stage then finds foreign files and versions, splits inline 1.0.x sidechains, numbers the
+observations (ord) and indexes them (sql/observation_index.sql) from the narrow frame; subagents
+whose transcript is absent are rebuilt from agent_progress copies (wide). The SQL files fold the
+observations into records; the result is the batch's frames of the core and fact tables and of the
+work tables the final stage reads.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import polars as pl
 
 from batch import slices, sql
 from batch.formats.base import Converted
-from batch.formats.lines import read_lines
+from batch.formats.lines import LINE_SCHEMA, LineChunks, concat_lines
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
@@ -34,6 +37,20 @@ OBSERVE_SLICE_BYTES = 64 << 20
 # Slices of a batch's records whose parts are converted at once (sql/parts.sql), by the size of their
 # JSON: the statement's working memory is the slice's (docs/performance.md, "Slices of a large batch").
 PART_SLICE_BYTES = 64 << 20
+
+# The columns of an observation that the narrow stage reads, and nothing wide (no JSON text, no
+# content, no toolUseResult, no line text): foreign files (file_idx, native_type) and versions
+# (version); the sidechain split (sql/sidechain_roots.sql: uuid, parent_uuid, is_sidechain,
+# stream_kind, native_agent_id; it changes session_key and stream_kind); ord (file_rank, file_idx,
+# line, sub); and sql/observation_index.sql (session_key, position, native_type, native_subtype,
+# uuid, parent_uuid, message_id, permission_mode, json_hash, and is_compact_summary as classify
+# derives it). The converter keeps these columns of each chunk of lines (_pass1) in the frame
+# registered as `narrow_observations`, with `ord` added by the narrow stage.
+NARROW_COLUMNS = (
+    "file_idx", "line", "sub", "file_rank", "session_key", "stream_kind", "position", "native_type",
+    "native_subtype", "version", "uuid", "parent_uuid", "is_sidechain", "native_agent_id", "message_id",
+    "permission_mode", "json_hash", "is_compact_summary",
+)
 
 USAGE_SELECTION = (
     "One usage report per inference (assistant message.id) in the whole output. Within a stream, "
@@ -128,50 +145,33 @@ def convert(
     con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
 ) -> Converted:
     """Convert the Claude Code streams of one batch into frames of the output and work tables."""
-    loaded = read_lines(files, hasher)
-    lines = loaded.lines
+    reader = LineChunks(files, hasher)
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
-    # whitespace only (Unicode White_Space, as str.strip_chars), without a stripped copy of every line
-    blank = pl.col("text").str.contains(r"^\s*$")
-    blank_counts = dict(lines.filter(blank).group_by("file_idx").len().iter_rows())
-    lines = lines.filter(~blank)
-    sql.register(con, "batch_lines", lines)
     files_frame = streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    # One parse per line: the envelope decode also tells the lines that are one JSON object from
-    # the others (no observation), which go to recovery; the objects recovered are decoded after them.
-    observed = _observe(
-        con,
-        lines.select(
-            "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
-        ).cast(OBJECT_SCHEMA),
-        keep_index=True,
-    )
-    not_objects = lines.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(observed.get_column("obj_idx").implode()))
-    recovered, rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
-    observations = observed.drop("obj_idx")
-    del observed, not_objects  # each frame is dropped after its last reader (the batch's peak is at its end)
-    if not recovered.is_empty():
-        observations = pl.concat([observations, _observe(con, recovered.cast(OBJECT_SCHEMA))])
-    versions = dict(
-        observations.group_by("file_idx")
-        .agg(pl.col("version").drop_nulls().unique(maintain_order=True))
-        .iter_rows()
-    )
+    lines, observations, narrow, rejects, line_counts = _pass1(con, reader)
+    sql.register(con, "batch_lines", lines)
 
+    # The narrow stage: foreign files, versions, the sidechain split, ord and observation_index read
+    # the narrow frame; only the agent_progress rebuild reads the wide one (the copies' JSON).
+    versions = dict(
+        narrow.group_by("file_idx").agg(pl.col("version").drop_nulls().unique(maintain_order=True)).iter_rows()
+    )
+    blank_counts = dict(line_counts.select("file_idx", "blank_lines").iter_rows())
     # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
-    typed = observations.filter(pl.col("native_type").is_not_null()).get_column("file_idx").unique()
-    nonblank = lines.group_by("file_idx").len()
-    foreign = nonblank.filter((pl.col("len") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
+    typed = narrow.filter(pl.col("native_type").is_not_null()).get_column("file_idx").unique()
+    foreign = line_counts.filter((pl.col("lines") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
     files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
-    observations = observations.filter(~pl.col("file_idx").is_in(foreign.implode()))
-    rejects = rejects.filter(~pl.col("file_idx").is_in(foreign.implode()))
+    not_foreign = ~pl.col("file_idx").is_in(foreign.implode())
+    observations, narrow, rejects = observations.filter(not_foreign), narrow.filter(not_foreign), rejects.filter(not_foreign)
     sql.register(con, "batch_files", files_frame)
     sql.register(con, "batch_rejects", rejects)
-    observations, files_frame = _rebuild_from_progress(con, observations, files_frame)
-    observations = _split_sidechains(con, observations)
-    con.unregister("observations")  # read by progress_copies and sidechain_roots alone
-    classified, rows_by_ord = _ordered(classify(observations))
+    observations, narrow, files_frame = _rebuild_from_progress(con, observations, narrow, files_frame)
+    observations, narrow = _split_sidechains(con, observations, narrow)
+    con.unregister("observations")  # read by progress_copies alone
+    narrow, rows_by_ord = _ordered(narrow)
+    # the narrow frame's rows are the wide frame's, in the same order: its ord is theirs
+    classified = observations.with_columns(narrow.get_column("ord"))
     del observations
     sql.register(con, "classified", classified)
     # read by no other step of the batch: computed while the least is held, before the index and
@@ -181,7 +181,10 @@ def convert(
     # what `records_full` leaves.
     tables = {"number_faults": sql.frame(con, "number_faults")}
     sql.flush(con)
+    sql.register(con, "narrow_observations", narrow)
     sql.materialize(con, "observation_index")
+    con.unregister("narrow_observations")  # read by observation_index alone
+    del narrow
     sql.view(con, "observation_keys")
     records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
     sql.register(con, "records_full", records)
@@ -227,21 +230,79 @@ def convert(
         {
             "path": f.name,
             **({"provenance": list(f.provenance)} if f.provenance else {}),
-            "size": loaded.sizes[i],
-            "sha256": loaded.digests[i].result(),
+            "size": reader.sizes[i],
+            "sha256": reader.digests[i].result(),
             "session_key": f.session_key,
             "stream_kind": f.stream_kind,
             "lines": per_file.get(f.name, 0),
             "versions": versions.get(i, []),
             "blank_lines": blank_counts.get(i, 0),
-            "status": "foreign" if i in foreign_set else ("empty" if loaded.sizes[i] == 0 else "converted"),
-            **({"byte_order_mark": True} if loaded.boms[i] else {}),
+            "status": "foreign" if i in foreign_set else ("empty" if reader.sizes[i] == 0 else "converted"),
+            **({"byte_order_mark": True} if reader.boms[i] else {}),
         }
         for i, f in enumerate(files)
-        if loaded.errors[i] is None
+        if reader.errors[i] is None
     ]
-    skipped = [(f.name, error) for f, error in zip(files, loaded.errors) if error is not None]
+    skipped = [(f.name, error) for f, error in zip(files, reader.errors) if error is not None]
     return Converted(tables, inputs, skipped)
+
+
+def _pass1(
+    con: duckdb.DuckDBPyConnection, reader: LineChunks
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Pass 1: each chunk of lines the reader yields (one read slice of whole lines) is decoded
+    alone: its blank lines dropped (counted), its envelopes decoded (one parse per line: the decode
+    also tells the lines that are one JSON object from the others, which go to recovery; the
+    objects recovered are decoded after them), its `}{` lines recovered, its observations classified.
+
+    Returns the batch's non-blank lines, its classified observations (the wide frame: every chunk's
+    lines' objects, then every chunk's recovered objects, the order of one decode of the whole
+    batch), the NARROW_COLUMNS of the same rows in the same order (the narrow frame), the rejects,
+    and per file its count of non-blank and of blank lines. The lines of a stream that failed to be
+    read to its end are dropped, as if it could not be read at all."""
+    blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as str.strip_chars, without a stripped copy
+    lines, counts, rejects, observed, recovered = [], [], [], [], []
+
+    def chunk_pass(chunk: pl.DataFrame) -> None:
+        counts.append(chunk.group_by("file_idx").agg(lines=(~blank).sum(), blank_lines=blank.sum()))
+        chunk = chunk.filter(~blank)
+        decoded = _observe(
+            con,
+            chunk.select(
+                "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
+            ).cast(OBJECT_SCHEMA),
+            keep_index=True,
+        )
+        not_objects = chunk.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
+        objects, chunk_rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
+        observed.append(_classified(decoded.drop("obj_idx")))
+        if not objects.is_empty():
+            recovered.append(_classified(_observe(con, objects.cast(OBJECT_SCHEMA))))
+        lines.append(chunk)
+        rejects.append(chunk_rejects)
+
+    for chunk in reader:
+        chunk_pass(chunk)
+    if not lines:  # a batch without lines: its frames have their schemas
+        chunk_pass(pl.DataFrame(schema=LINE_SCHEMA))
+    wide = pl.concat(observed, rechunk=True) if len(observed) > 1 else observed[0]
+    if recovered:
+        wide = pl.concat([wide, *recovered])
+    narrow = pl.concat([frame.select(NARROW_COLUMNS) for frame in (*observed, *recovered)], rechunk=True)
+    del observed, recovered
+    line_counts = pl.concat(counts).group_by("file_idx").agg(pl.col("lines", "blank_lines").sum())
+    lines, rejects = concat_lines(lines), pl.concat(rejects)
+    if failed := reader.failed:
+        kept = ~pl.col("file_idx").is_in(failed)
+        lines, wide, narrow = lines.filter(kept), wide.filter(kept), narrow.filter(kept)
+        rejects, line_counts = rejects.filter(kept), line_counts.filter(kept)
+    return lines, wide, narrow, rejects, line_counts
+
+
+def _classified(observations: pl.DataFrame) -> pl.DataFrame:
+    """classify (per row) decoded observations; their sidechain root, set by the narrow stage's
+    sidechain split (_split_sidechains), is null until then."""
+    return classify(observations.with_columns(sidechain_root=pl.lit(None, pl.String)))
 
 
 def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_index: bool = False) -> pl.DataFrame:
@@ -341,17 +402,19 @@ def _gathered(frame: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Ser
 
 
 def _rebuild_from_progress(
-    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, files_frame: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, narrow: pl.DataFrame, files_frame: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Rebuild subagent streams whose transcript is absent from their agent_progress copies.
 
     Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
-    with positions prefixed `agent_progress:`, and its records say where they came from.
+    with positions prefixed `agent_progress:`, and its records say where they came from. The copies
+    are read from the wide observations (their JSON); the rebuilt objects, decoded and classified,
+    are added to the wide and to the narrow frame.
     """
     sql.register(con, "observations", observations)
     copies = sql.frame(con, "progress_copies")
     if copies.is_empty():
-        return observations, files_frame
+        return observations, narrow, files_frame
     parents = files_frame.select("file_idx", "content_level", "producer_source", "meta")
     virtual = (
         copies.unique("child_session_key", keep="first", maintain_order=True)
@@ -382,29 +445,37 @@ def _rebuild_from_progress(
         file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
     ).cast(OBJECT_SCHEMA)
     sql.register(con, "batch_files", files_frame)
-    rebuilt = _observe(con, objects)
-    return pl.concat([observations, rebuilt]), files_frame
+    rebuilt = _classified(_observe(con, objects))
+    return pl.concat([observations, rebuilt]), pl.concat([narrow, rebuilt.select(NARROW_COLUMNS)]), files_frame
 
 
-def _split_sidechains(con: duckdb.DuckDBPyConnection, observations: pl.DataFrame) -> pl.DataFrame:
-    """Move inline 1.0.x sidechain objects into one stream per sidechain root."""
-    sql.register(con, "observations", observations)
+def _split_sidechains(
+    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, narrow: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root: the roots are found in
+    the narrow frame (sql/sidechain_roots.sql), and the session_key and stream_kind of those objects
+    change in the wide and in the narrow frame alike (the wide one also keeps the root)."""
+    sql.register(con, "narrow_observations", narrow)
     roots = sql.frame(con, "sidechain_roots")
+    con.unregister("narrow_observations")
     if roots.is_empty():  # no inline sidechains (transcripts after 1.0.x)
-        return observations.with_columns(sidechain_root=pl.lit(None, pl.String))
-    root = pl.col("sidechain_root")
-    return (
-        observations.join(
-            roots.rename({"root_uuid": "sidechain_root"}), on=["file_idx", "line", "sub"], how="left",
-            nulls_equal=True, maintain_order="left",
+        return observations, narrow
+    root = pl.col("root_uuid")
+
+    def split(frame: pl.DataFrame, **keep: pl.Expr) -> pl.DataFrame:
+        return (
+            frame.join(roots, on=["file_idx", "line", "sub"], how="left", nulls_equal=True, maintain_order="left")
+            .with_columns(
+                session_key=pl.when(root.is_not_null())
+                .then(pl.col("session_key") + "/sidechain-" + root)
+                .otherwise(pl.col("session_key")),
+                stream_kind=pl.when(root.is_not_null()).then(pl.lit("sidechain")).otherwise(pl.col("stream_kind")),
+                **keep,
+            )
+            .drop("root_uuid")
         )
-        .with_columns(
-            session_key=pl.when(root.is_not_null())
-            .then(pl.col("session_key") + "/sidechain-" + root)
-            .otherwise(pl.col("session_key")),
-            stream_kind=pl.when(root.is_not_null()).then(pl.lit("sidechain")).otherwise(pl.col("stream_kind")),
-        )
-    )
+
+    return split(observations, sidechain_root=root), split(narrow)
 
 
 def _rejects_out(

@@ -51,55 +51,87 @@ class Lines:
 Segment = tuple[int, int, int, int, bool]
 
 
+class LineChunks:
+    """The lines of a batch's streams, one read slice at a time: iterating yields a frame of the
+    lines of each slice (LINE_SCHEMA; whole lines, about READ_SLICE_BYTES of text, in the order of
+    the streams and of their lines; a slice without lines yields nothing). Line numbers, byte offsets,
+    the byte order mark and each stream's sha256 carry over from one slice to the next, as for one
+    read of the whole stream. After the iteration, `digests`, `sizes`, `boms` and `errors` are those
+    of `Lines`; a stream that failed after some of its slices were read is as if it could not be read
+    at all (its digest that of no bytes), and its lines already yielded are the caller's to drop
+    (`failed`).
+
+    Each stream's sha256 is computed slice by slice on `hasher` when given, so hashing overlaps with
+    the split and with what the caller does with a slice's lines (a slice's buffer is released once
+    it is hashed, before the next slice is read; hashlib releases the GIL)."""
+
+    def __init__(self, streams: list[Stream], hasher: Executor | None = None) -> None:
+        self.streams = streams  # a stream is a file here, by the name its lines keep (file_idx)
+        self.hasher = hasher
+        self.sizes: list[int] = [0] * len(streams)
+        self.errors: list[str | None] = [None] * len(streams)
+        self.boms = [False] * len(streams)
+        self.digests: list[Future[str]] = [Future() for _ in streams]
+
+    @property
+    def failed(self) -> list[int]:
+        """The streams (file_idx) that could not be read, or not to their end."""
+        return [i for i, error in enumerate(self.errors) if error is not None]
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        hashes = [hashlib.sha256() for _ in self.streams]
+        lines_before = [0] * len(self.streams)  # a file's lines in the slices before
+        hashing: Future[None] | None = None
+
+        def hashed() -> None:
+            if hashing is not None:
+                hashing.result()
+
+        for data, segments in _slices(self.streams, self.sizes, self.errors, hashed):
+            if self.hasher:
+                hashing = self.hasher.submit(_hash_slice, data, segments, hashes, self.digests)
+            else:
+                _hash_slice(data, segments, hashes, self.digests)
+            frame = _slice_lines(data, segments, lines_before, self.boms)
+            del data
+            if frame.height:
+                yield frame
+            del frame
+        for i in self.failed:
+            # a file that failed after some of its slices were read: as if it could not be read at all
+            self.digests[i].set_result(hashlib.sha256().hexdigest())
+            self.boms[i] = False
+
+
 def read_lines(streams: list[Stream], hasher: Executor | None = None) -> Lines:
     """Split the streams of a batch into physical lines with file index, 1-based line number and byte offset.
 
     `file_idx` is the stream's index in `streams`. The streams are read in slices of about
-    READ_SLICE_BYTES of whole lines (a line never spans two slices); each slice is split once in
-    Arrow, never per line, and the slices' frames are concatenated into one chunk: the text stays in
-    each slice's buffers, shared by Polars' string views, not copied (a gather from a column of
-    several chunks would copy the texts it takes; the converter gathers lines' texts by row). Only
-    the lines of a slice's file that is not valid UTF-8 are decoded one by one (with replacement
-    characters; their raw bytes are kept). Each stream's sha256 is computed slice by slice on
-    `hasher` when given, so hashing overlaps with the split (a slice's buffer is released once it is
-    hashed, before the next slice is read) and, for the last slice, with the next steps (hashlib
-    releases the GIL). A byte order mark is not part of the first line: its bytes are skipped
-    (offsets stay those of the file).
+    READ_SLICE_BYTES of whole lines (a line never spans two slices, see LineChunks); each slice is
+    split once in Arrow, never per line, and the slices' frames are concatenated into one chunk: the
+    text stays in each slice's buffers, shared by Polars' string views, not copied (a gather from a
+    column of several chunks would copy the texts it takes; the converter gathers lines' texts by
+    row). Only the lines of a slice's file that is not valid UTF-8 are decoded one by one (with
+    replacement characters; their raw bytes are kept). Each stream's sha256 is computed slice by
+    slice on `hasher` when given, overlapping with the split and, for the last slice, with the next
+    steps. A byte order mark is not part of the first line: its bytes are skipped (offsets stay those
+    of the file).
     """
-    files = streams  # a stream is a file here, by the name its lines keep (file_idx)
-    sizes: list[int] = [0] * len(files)
-    errors: list[str | None] = [None] * len(files)
-    boms = [False] * len(files)
-    digests: list[Future[str]] = [Future() for _ in files]
-    hashes = [hashlib.sha256() for _ in files]
-    lines_before = [0] * len(files)  # a file's lines in the slices before
-    frames: list[pl.DataFrame] = []
-    hashing: Future[None] | None = None
-
-    def hashed() -> None:
-        if hashing is not None:
-            hashing.result()
-
-    for data, segments in _slices(files, sizes, errors, hashed):
-        if hasher:
-            hashing = hasher.submit(_hash_slice, data, segments, hashes, digests)
-        else:
-            _hash_slice(data, segments, hashes, digests)
-        frame = _slice_lines(data, segments, lines_before, boms)
-        if frame.height:
-            frames.append(frame)
-        del data, frame
-    failed = [i for i, error in enumerate(errors) if error is not None]
-    for i in failed:
-        # a file that failed after some of its slices were read: as if it could not be read at all
-        digests[i].set_result(hashlib.sha256().hexdigest())
-        boms[i] = False
-    if any(lines_before[i] for i in failed):
+    chunks = LineChunks(streams, hasher)
+    frames = list(chunks)
+    failed = chunks.failed
+    if failed and frames:
         frames = [frame.filter(~pl.col("file_idx").is_in(failed)) for frame in frames]
+    lines = concat_lines(frames)
+    return Lines(lines, chunks.digests, chunks.sizes, chunks.boms, chunks.errors)
+
+
+def concat_lines(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The lines of several slices as one frame of one chunk: each slice's text stays in its own
+    buffers (Polars string views), not copied."""
     if not frames:
-        return Lines(pl.DataFrame(schema=LINE_SCHEMA), digests, sizes, boms, errors)
-    # each slice's text stays in its own buffers (Polars string views): no copy of the text
-    return Lines(pl.concat(frames, rechunk=True) if len(frames) > 1 else frames[0], digests, sizes, boms, errors)
+        return pl.DataFrame(schema=LINE_SCHEMA)
+    return pl.concat(frames, rechunk=True) if len(frames) > 1 else frames[0]
 
 
 def _slices(
