@@ -183,6 +183,8 @@ def convert(
     sql.flush(con)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
+    # what relates the records of a session, from narrow columns alone; records_full joins it
+    sql.materialize(con, "record_table")
     records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
     sql.register(con, "records_full", records)
     sql.flush(con)
