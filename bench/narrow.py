@@ -8,6 +8,7 @@ each batch, keeps the columns of the classified observations that the narrow pas
 length, and the observation's ord and json_hash) and observation_index's output. Prints the sum over
 the batches of their Polars `estimated_size`, per observation: as the converter holds these columns
 today (strings), and with the repetitive strings categorical and the stream as an Int32 id. The
+<<<<<<< HEAD
 line-local extras the plan adds later (block keys, agent_progress copy uuids, toolUseResult.agentId,
 small-family values) are not computed by the converter yet and are not counted. `text_head` is
 counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
@@ -15,6 +16,15 @@ of the narrow frame the converter builds in pass 1 and reads in its narrow stage
 (`narrow_observations`: claude_code.NARROW_COLUMNS and ord). The frames are taken by wrapping two
 functions of the converter (batch.sql.register and batch.sql.view); the conversion's own output is
 unchanged.
+=======
+line-local extras the record table reads (EXTRAS: agent_progress copy uuids, toolUseResult.agentId
+and its result's call IDs, queue-operation contents and reasons) and the record table itself
+(sql/record_table.sql, one row per record) are counted apart; the block keys and the small-family
+values the plan adds later are not computed by the converter yet and are not counted. `text_head` is
+counted only where it starts with `<bash-` (shell calls), as the plan keeps it. The frames are taken
+by wrapping four functions of the converter (batch.sql.register, batch.sql.view,
+batch.sql.materialize and batch.formats.claude_code._ordered); the conversion's own output is unchanged.
+>>>>>>> records
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ NARROW = (
     "permission_mode", "tool_use_id", "parent_tool_use_id", "cwd", "version", "git_branch", "leaf_uuid",
     "custom_title", "ai_title", "summary", "entrypoint", "forked_from_session_id", "text_head", "json_hash",
 )
+# line-local values taken where each line is decoded (observations.sql) for the record table
+EXTRAS = ("progress_copy_uuid", "result_agent_id", "result_call_ids", "queue_content", "queue_reason")
 # strings with few distinct values: categorical in the second figure
 REPETITIVE = ("native_type", "native_subtype", "kind", "permission_mode", "cwd", "version", "git_branch", "entrypoint")
 
@@ -52,8 +64,15 @@ def main() -> None:
     lines: list[pl.DataFrame] = []  # each batch's non-blank lines
     narrow: list[pl.DataFrame] = []
     index: list[pl.DataFrame] = []
+<<<<<<< HEAD
     stage: list[pl.DataFrame] = []  # the converter's narrow frame, as observation_index reads it
     register, view = batch_sql.register, batch_sql.view
+=======
+    extras: list[pl.DataFrame] = []
+    records: list[pl.DataFrame] = []
+    register, view, ordered = batch_sql.register, batch_sql.view, claude_code._ordered
+    materialize = batch_sql.materialize
+>>>>>>> records
 
     def register_frames(con, name, frame, *a, **kw):
         with lock:
@@ -75,7 +94,30 @@ def main() -> None:
                 index.append(keys)
         return view(con, name, *a, **kw)
 
+<<<<<<< HEAD
     batch_sql.register, batch_sql.view = register_frames, view_keys
+=======
+    def materialize_records(con, name, *a, **kw):
+        materialize(con, name, *a, **kw)
+        if name == "record_table":
+            table = con.table("record_table").pl()
+            with lock:
+                records.append(table)
+
+    def ordered_narrow(classified):
+        classified, rows_by_ord = ordered(classified)
+        frame = classified.select(
+            *NARROW[:-2], text_head=pl.when(pl.col("text_head").str.starts_with("<bash-")).then("text_head"),
+            json_hash="json_hash",
+        )
+        with lock:
+            narrow.append(frame)
+            extras.append(classified.select(EXTRAS))
+        return classified, rows_by_ord
+
+    batch_sql.register, batch_sql.view, claude_code._ordered = register_lines, view_keys, ordered_narrow
+    batch_sql.materialize = materialize_records
+>>>>>>> records
     with tempfile.TemporaryDirectory() as tmp:
         batch.convert([args.archive], args.out or Path(tmp) / "out", workers=1)
 
@@ -107,6 +149,11 @@ def main() -> None:
         "index_columns": len(keys.columns),
         "index_bytes_per_observation": round(keys.estimated_size() / n, 1),
         "session_key_bytes_per_observation": round(frame.get_column("session_key").estimated_size() / n, 1),
+        "extra_columns": len(EXTRAS),
+        "extra_bytes_per_observation": round(pl.concat(extras).estimated_size() / n, 1),
+        "record_table_rows": sum(r.height for r in records),
+        "record_table_columns": len(records[0].columns),
+        "record_table_bytes_per_observation": round(pl.concat(records).estimated_size() / n, 1),
         "index_string_bytes_per_observation": {
             c: round(keys.get_column(c).estimated_size() / n, 1) for c in keys.columns if keys.schema[c] == pl.String
         },

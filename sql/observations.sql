@@ -39,7 +39,8 @@ decoded as (
             "customTitle": "VARCHAR", "aiTitle": "VARCHAR", "toolUseID": "VARCHAR",
             "parentToolUseID": "VARCHAR", "content": "JSON", "toolUseResult": "JSON",
             "attachment": {"type": "VARCHAR", "origin": {"kind": "VARCHAR"}},
-            "data": {"type": "VARCHAR", "agentId": "VARCHAR"},
+            "data": {"type": "VARCHAR", "agentId": "VARCHAR", "message": {"uuid": "VARCHAR"}},
+            "reason": "VARCHAR",
             "origin": {"kind": "VARCHAR", "subkind": "VARCHAR", "fromSession": "VARCHAR", "from": "VARCHAR", "name": "VARCHAR"},
             "turnOrigin": "VARCHAR", "promptSource": "VARCHAR", "scheduledTaskId": "VARCHAR",
             "scheduledFireId": "VARCHAR", "fireReason": "VARCHAR", "permissionMode": "VARCHAR",
@@ -137,6 +138,18 @@ final as (
         e.forkedFrom.sessionId as forked_from_session_id,
         e.forkedFrom.messageUuid as forked_from_uuid,
         e.data.agentId as progress_agent_id,
+        -- narrow values that relate records across a session (record_table.sql), taken here so that
+        -- no later step reads the text for them: the subagent message an agent_progress line copies,
+        -- the agentId a tool result names with the call IDs of its blocks, and a queue operation's
+        -- content (verbatim JSON: compared for equality; these lines are few and small) and reason
+        e.data.message.uuid as progress_copy_uuid,
+        case when contains(e.toolUseResult, 'agentId') then json_extract_string(e.toolUseResult, '$.agentId') end
+            as result_agent_id,
+        case when contains(e.toolUseResult, 'agentId') and json_extract_string(e.toolUseResult, '$.agentId') is not null
+            then json_extract_string(e.message.content, '$[*].tool_use_id')
+        end as result_call_ids,
+        case when e.type = 'queue-operation' then d.json->'$.content' end as queue_content,
+        case when e.type = 'queue-operation' then e.reason end as queue_reason,
         e.content as top_content,
         e.toolUseResult as tool_use_result,
         e.message.id as message_id,

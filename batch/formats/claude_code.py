@@ -186,6 +186,8 @@ def convert(
     con.unregister("narrow_observations")  # read by observation_index alone
     del narrow
     sql.view(con, "observation_keys")
+    # what relates the records of a session, from narrow columns alone; records_full joins it
+    sql.materialize(con, "record_table")
     records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
     sql.register(con, "records_full", records)
     sql.flush(con)
