@@ -19,7 +19,7 @@ import polars as pl
 
 from batch import slices, sql
 from batch.formats.base import Converted
-from batch.formats.lines import LINE_SCHEMA, LineChunks, concat_lines
+from batch.formats.lines import LineChunks, concat_lines
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
@@ -252,8 +252,8 @@ def convert(
 def _pass1(
     con: duckdb.DuckDBPyConnection, reader: LineChunks
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Pass 1: each chunk of lines the reader yields (one read slice of whole lines) is decoded
-    alone: its blank lines dropped (counted), its envelopes decoded (one parse per line: the decode
+    """Pass 1: each chunk of lines (the read slices the reader yields, gathered up to
+    OBSERVE_SLICE_BYTES of text) is decoded alone: its blank lines dropped (counted), its envelopes decoded (one parse per line: the decode
     also tells the lines that are one JSON object from the others, which go to recovery; the
     objects recovered are decoded after them), its `}{` lines recovered, its observations classified.
 
@@ -283,10 +283,19 @@ def _pass1(
         lines.append(chunk)
         rejects.append(chunk_rejects)
 
-    for chunk in reader:
-        chunk_pass(chunk)
-    if not lines:  # a batch without lines: its frames have their schemas
-        chunk_pass(pl.DataFrame(schema=LINE_SCHEMA))
+    # consecutive read slices are gathered into a chunk of at most OBSERVE_SLICE_BYTES of text (a
+    # slice larger than that alone): a chunk's statements have a fixed cost, which many small read
+    # slices would pay each
+    pending, size = [], 0
+    for piece in reader:
+        piece_size = piece.get_column("text").str.len_bytes().sum()
+        if pending and size + piece_size > OBSERVE_SLICE_BYTES:
+            chunk_pass(concat_lines(pending))
+            pending, size = [], 0
+        pending.append(piece)
+        size += piece_size
+    if pending or not lines:  # a batch without lines: its frames have their schemas
+        chunk_pass(concat_lines(pending))
     wide = pl.concat(observed, rechunk=True) if len(observed) > 1 else observed[0]
     if recovered:
         wide = pl.concat([wide, *recovered])
