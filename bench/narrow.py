@@ -8,23 +8,15 @@ each batch, keeps the columns of the classified observations that the narrow pas
 length, and the observation's ord and json_hash) and observation_index's output. Prints the sum over
 the batches of their Polars `estimated_size`, per observation: as the converter holds these columns
 today (strings), and with the repetitive strings categorical and the stream as an Int32 id. The
-<<<<<<< HEAD
-line-local extras the plan adds later (block keys, agent_progress copy uuids, toolUseResult.agentId,
-small-family values) are not computed by the converter yet and are not counted. `text_head` is
-counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
-of the narrow frame the converter builds in pass 1 and reads in its narrow stage
-(`narrow_observations`: claude_code.NARROW_COLUMNS and ord). The frames are taken by wrapping two
-functions of the converter (batch.sql.register and batch.sql.view); the conversion's own output is
-unchanged.
-=======
 line-local extras the record table reads (EXTRAS: agent_progress copy uuids, toolUseResult.agentId
 and its result's call IDs, queue-operation contents and reasons) and the record table itself
 (sql/record_table.sql, one row per record) are counted apart; the block keys and the small-family
 values the plan adds later are not computed by the converter yet and are not counted. `text_head` is
-counted only where it starts with `<bash-` (shell calls), as the plan keeps it. The frames are taken
-by wrapping four functions of the converter (batch.sql.register, batch.sql.view,
-batch.sql.materialize and batch.formats.claude_code._ordered); the conversion's own output is unchanged.
->>>>>>> records
+counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
+of the narrow frame the converter builds in pass 1 and reads in its narrow stage
+(`narrow_observations`: claude_code.NARROW_COLUMNS and ord). The frames are taken by wrapping three
+functions of the converter (batch.sql.register, batch.sql.view and batch.sql.materialize); the
+conversion's own output is unchanged.
 """
 
 from __future__ import annotations
@@ -64,15 +56,10 @@ def main() -> None:
     lines: list[pl.DataFrame] = []  # each batch's non-blank lines
     narrow: list[pl.DataFrame] = []
     index: list[pl.DataFrame] = []
-<<<<<<< HEAD
     stage: list[pl.DataFrame] = []  # the converter's narrow frame, as observation_index reads it
-    register, view = batch_sql.register, batch_sql.view
-=======
     extras: list[pl.DataFrame] = []
     records: list[pl.DataFrame] = []
-    register, view, ordered = batch_sql.register, batch_sql.view, claude_code._ordered
-    materialize = batch_sql.materialize
->>>>>>> records
+    register, view, materialize = batch_sql.register, batch_sql.view, batch_sql.materialize
 
     def register_frames(con, name, frame, *a, **kw):
         with lock:
@@ -83,6 +70,7 @@ def main() -> None:
                     *NARROW[:-2], text_head=pl.when(pl.col("text_head").str.starts_with("<bash-")).then("text_head"),
                     json_hash="json_hash",
                 ))
+                extras.append(frame.select(EXTRAS))
             elif name == "narrow_observations" and "ord" in frame.columns:
                 stage.append(frame)
         return register(con, name, frame, *a, **kw)
@@ -94,9 +82,6 @@ def main() -> None:
                 index.append(keys)
         return view(con, name, *a, **kw)
 
-<<<<<<< HEAD
-    batch_sql.register, batch_sql.view = register_frames, view_keys
-=======
     def materialize_records(con, name, *a, **kw):
         materialize(con, name, *a, **kw)
         if name == "record_table":
@@ -104,20 +89,7 @@ def main() -> None:
             with lock:
                 records.append(table)
 
-    def ordered_narrow(classified):
-        classified, rows_by_ord = ordered(classified)
-        frame = classified.select(
-            *NARROW[:-2], text_head=pl.when(pl.col("text_head").str.starts_with("<bash-")).then("text_head"),
-            json_hash="json_hash",
-        )
-        with lock:
-            narrow.append(frame)
-            extras.append(classified.select(EXTRAS))
-        return classified, rows_by_ord
-
-    batch_sql.register, batch_sql.view, claude_code._ordered = register_lines, view_keys, ordered_narrow
-    batch_sql.materialize = materialize_records
->>>>>>> records
+    batch_sql.register, batch_sql.view, batch_sql.materialize = register_frames, view_keys, materialize_records
     with tempfile.TemporaryDirectory() as tmp:
         batch.convert([args.archive], args.out or Path(tmp) / "out", workers=1)
 
