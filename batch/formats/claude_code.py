@@ -395,6 +395,12 @@ def _pass2(
     lines_of = _chunk_of_lines(lines, line_chunks, last)
     rejects_of = _chunk_of_lines(rejects, line_chunks, last)
     pieces: list[list[pl.DataFrame]] = [[], [], [], [], []]
+    if last > 0:
+        # each chunk reads the rows of the index and of the record table of its own observations
+        # and records (the statements join them by ord): the whole tables are set aside, and
+        # restored, unchanged, for the steps after pass 2
+        for name in ("observation_index", "record_table"):
+            con.execute(f'alter table "{name}" rename to "{name}_whole"')
     first = 1
     for chunk, end in enumerate(ends):
         if last == 0:  # one chunk: the batch's frames as they are
@@ -404,6 +410,11 @@ def _pass2(
             part = classified.gather(rows_by_ord.slice(first - 1, end - first + 1).sort())
             part_rows = part.get_column("ord").arg_sort()
             part_lines, part_rejects = lines.filter(lines_of == chunk), rejects.filter(rejects_of == chunk)
+            for name, key in (("observation_index", "ord"), ("record_table", "first_ord")):
+                con.execute(
+                    f'create or replace temp table "{name}" as select * from "{name}_whole" where {key} between ? and ?',
+                    [first, end],
+                )
         sql.register(con, "classified", part)
         sql.register(con, "batch_lines", part_lines)
         sql.register(con, "batch_rejects", part_rejects)
@@ -422,6 +433,10 @@ def _pass2(
         pieces[4].append(_rejects_out(part_lines, part_rejects, files_frame, foreign if chunk == last else foreign.clear(), files))
         first = end + 1
     del part, part_rows, part_lines, part_rejects
+    if last > 0:
+        for name in ("observation_index", "record_table"):
+            con.execute(f'drop table "{name}"')
+            con.execute(f'alter table "{name}_whole" rename to "{name}"')
     orders = (
         ("session_key", "source_file", "line", "field"),  # number_faults.sql's order by (ties: in one line)
         ("session_key", "seq"),  # records_full.sql's order by
