@@ -5,9 +5,11 @@ lines; pass 1 decodes each chunk alone (sql/observations.sql), recovers its `}{`
 classifies its observations, keeping their wide frame and a narrow one (NARROW_COLUMNS). The narrow
 stage then finds foreign files and versions, splits inline 1.0.x sidechains, numbers the
 observations (ord) and indexes them (sql/observation_index.sql) from the narrow frame; subagents
-whose transcript is absent are rebuilt from agent_progress copies (wide). The SQL files fold the
-observations into records; the result is the batch's frames of the core and fact tables and of the
-work tables the final stage reads.
+whose transcript is absent are rebuilt from agent_progress copies (wide). The record table
+(sql/record_table.sql) relates the records from the narrow frame too, and the observations are cut
+into the chunks of pass 2 (chunk_ends), each of which folds its observations into records, parts and
+source lines (_pass2). The other SQL files then run over the whole batch; the result is the batch's
+frames of the core and fact tables and of the work tables the final stage reads.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ PASS2_CHUNK_BYTES = 64 << 20
 # sql/record_table.sql (step 4 of the plan in docs/performance.md, "Chunked sessions: the plan") reads
 # it too: kind, logical_parent_uuid, prompt_id, progress_agent_id, progress_copy_uuid,
 # result_agent_id, result_call_ids, queue_content, queue_reason, attribution_mcp_server and
-# attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (step 5, _chunks)
+# attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (step 5, chunk_ends)
 # read json_bytes, the size of the observation's JSON text.
 NARROW_COLUMNS = (
     "file_idx", "line", "sub", "file_rank", "session_key", "stream_kind", "position", "native_type",
@@ -392,10 +394,9 @@ def _pass2(
     across chunks). A line belongs to the chunk of its observations (line_chunks); a line without any
     (rejected, or of a foreign file) to the last chunk."""
     last = ends.len() - 1
-    lines_of = _chunk_of_lines(lines, line_chunks, last)
-    rejects_of = _chunk_of_lines(rejects, line_chunks, last)
     pieces: list[list[pl.DataFrame]] = [[], [], [], [], []]
     if last > 0:
+        lines_of, rejects_of = _chunk_of_lines(lines, line_chunks, last), _chunk_of_lines(rejects, line_chunks, last)
         # each chunk reads the rows of the index and of the record table of its own observations
         # and records (the statements join them by ord): the whole tables are set aside, and
         # restored, unchanged, for the steps after pass 2
@@ -454,8 +455,6 @@ def _pass2(
 def _chunk_of_lines(frame: pl.DataFrame, line_chunks: pl.DataFrame, last: int) -> pl.Series:
     """The chunk of each row of `frame` (lines or rejects, by file_idx and line): its line's, or the
     last chunk for a line without observations."""
-    if last == 0:
-        return pl.Series("chunk", [0] * frame.height, pl.UInt32)
     return (
         frame.select("file_idx", "line")
         .join(line_chunks, on=["file_idx", "line"], how="left", maintain_order="left")
