@@ -7,8 +7,10 @@
 -- needs from them (toolUseResult.agentId and the call IDs of the result's blocks, the uuid of the
 -- message an agent_progress line copies, a queue operation's content and reason) were taken where
 -- each line was decoded (observations.sql). So it can run on the narrow columns of a whole session
--- before its records are converted a part at a time (docs/performance.md, "Chunked sessions: the plan").
--- reads: batch_files, classified, observation_index
+-- before its records are converted a part at a time (docs/performance.md, "Chunked sessions: the plan"):
+-- it reads the narrow frame of the observations (`narrow_observations`, NARROW_COLUMNS of
+-- batch/formats/claude_code.py with ord), which holds no wide column.
+-- reads: batch_files, narrow_observations, observation_index
 with live as (
     select
         i.ord,
@@ -33,7 +35,7 @@ with live as (
         c.attribution_mcp_server,
         c.attribution_mcp_tool,
     from observation_index as i
-    join classified as c using (ord)
+    join narrow_observations as c using (ord)
     where i.is_live
 ),
 

@@ -277,6 +277,53 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
     assert max(pq.ParquetFile(p).num_row_groups for p in (out / "records").glob("*.parquet")) > 1
 
 
+def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # pass 2 of the core (records_full, parts, source_lines, number_faults, rejects) runs once per
+    # chunk of a batch's observations (claude_code.chunk_ends). With chunks of 256 KiB of JSON text
+    # (the corpus's sessions are up to 3 MiB: many chunks per session, records and lines cut apart
+    # wherever allowed), every file of the corpus's output is the same, row for row and in order
+    from batch.formats import claude_code
+
+    monkeypatch.setattr(claude_code, "PASS2_CHUNK_BYTES", 1 << 18)
+    calls = defaultdict(int)
+    frame, chunk_ends = claude_code.sql.frame, claude_code.chunk_ends
+    chunks = []
+
+    sessions_of_chunks = []
+
+    def counted(con, name, *args, **kwargs):
+        calls[name] += 1
+        result = frame(con, name, *args, **kwargs)
+        if name == "records_full":
+            sessions_of_chunks.append(set(result.get_column("session_key")))
+        return result
+
+    def kept(*args):
+        ends = chunk_ends(*args)
+        chunks.append(ends)
+        return ends
+
+    monkeypatch.setattr(claude_code.sql, "frame", counted)
+    monkeypatch.setattr(claude_code, "chunk_ends", kept)
+    out = tmp_path / "out"
+    batch.convert([CORPUS], out)
+    # records_full, number_faults and source_lines ran once per chunk, more than 60 chunks in all
+    count = sum(ends.len() for ends in chunks)
+    assert count > 60 and calls["records_full"] == calls["number_faults"] == calls["source_lines_out"] == count
+    assert calls["parts"] >= count
+    # a session's records were made in several chunks: more than 5 for the largest sessions
+    per_session = defaultdict(int)
+    for sessions in sessions_of_chunks:
+        for session in sessions:
+            per_session[session] += 1
+    assert max(per_session.values()) > 5
+    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for name in files:
+        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
+
+
 def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -1,4 +1,4 @@
-"""The record table (sql/record_table.sql): what relates the records of a session, from narrow columns alone."""
+"""The record table (sql/record_table.sql): what relates the records of a session, from the narrow frame alone."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ def wide_columns() -> list[str]:
 
 
 def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
-    """Convert `src`; for each batch, the record table the conversion used, and the one the same
-    statement gives when `classified` has no wide column (a statement reading one fails by its name)."""
+    """Convert `src`; for each batch, the record table the conversion used, which read the narrow
+    frame (`narrow_observations`: NARROW_COLUMNS and ord, no wide column), and the one the same
+    statement gives when it reads the whole classified observations instead."""
     from batch.formats import claude_code
 
     register, materialize = claude_code.sql.register, claude_code.sql.materialize
@@ -41,11 +42,13 @@ def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list
         materialize(con, name, *args, **kwargs)
         if name == "record_table":
             used = con.table("record_table").pl()
-            classified = registered["classified"]
-            register(con, "classified", classified.drop(wide_columns()))
-            narrow = sql.frame(con, "record_table")
-            register(con, "classified", classified)
-            tables.append((used, narrow))
+            narrow = registered["narrow_observations"]
+            assert narrow.columns == [*claude_code.NARROW_COLUMNS, "ord"]
+            assert not set(wide_columns()) & set(narrow.columns)
+            register(con, "narrow_observations", registered["classified"])
+            whole = sql.frame(con, "record_table")
+            register(con, "narrow_observations", narrow)
+            tables.append((used, whole))
 
     monkeypatch.setattr(claude_code.sql, "register", kept)
     monkeypatch.setattr(claude_code.sql, "materialize", compared)
@@ -61,8 +64,8 @@ def test_wide_columns_are_the_text_columns():
 @pytest.mark.parametrize("src", [CORPUS, REGISTRY], ids=["corpus", "registry-core"])
 def test_the_record_table_reads_no_wide_column(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tables = record_tables(src, tmp_path / "out", monkeypatch)
-    for used, narrow in tables:
-        assert_frame_equal(narrow.sort("record_id"), used.sort("record_id"), check_row_order=True)
+    for used, whole in tables:
+        assert_frame_equal(whole.sort("record_id"), used.sort("record_id"), check_row_order=True)
     table = pl.concat([used for used, _ in tables])
     # one row per record, and every relation it computes is found somewhere in these inputs
     assert table.height > 100 and not table.get_column("record_id").is_duplicated().any()

@@ -5,9 +5,11 @@ lines; pass 1 decodes each chunk alone (sql/observations.sql), recovers its `}{`
 classifies its observations, keeping their wide frame and a narrow one (NARROW_COLUMNS). The narrow
 stage then finds foreign files and versions, splits inline 1.0.x sidechains, numbers the
 observations (ord) and indexes them (sql/observation_index.sql) from the narrow frame; subagents
-whose transcript is absent are rebuilt from agent_progress copies (wide). The SQL files fold the
-observations into records; the result is the batch's frames of the core and fact tables and of the
-work tables the final stage reads.
+whose transcript is absent are rebuilt from agent_progress copies (wide). The record table
+(sql/record_table.sql) relates the records from the narrow frame too, and the observations are cut
+into the chunks of pass 2 (chunk_ends), each of which folds its observations into records, parts and
+source lines (_pass2). The other SQL files then run over the whole batch; the result is the batch's
+frames of the core and fact tables and of the work tables the final stage reads.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ OBSERVE_SLICE_BYTES = 64 << 20
 # Slices of a batch's records whose parts are converted at once (sql/parts.sql), by the size of their
 # JSON: the statement's working memory is the slice's (docs/performance.md, "Slices of a large batch").
 PART_SLICE_BYTES = 64 << 20
+# Chunks of a batch's observations converted at once by pass 2 of the core (records_full, parts,
+# source_lines, number_faults, rejects: _pass2), by the size of their JSON text, cut where no record's
+# live observations are on both sides (chunk_ends; docs/performance.md, "Chunked sessions: the plan").
+# An ordinary batch is one chunk.
+PASS2_CHUNK_BYTES = 64 << 20
 
 # The columns of an observation that the narrow stage reads, and nothing wide (no JSON text, no
 # content, no toolUseResult, no line text): foreign files (file_idx, native_type) and versions
@@ -46,10 +53,18 @@ PART_SLICE_BYTES = 64 << 20
 # uuid, parent_uuid, message_id, permission_mode, json_hash, and is_compact_summary as classify
 # derives it). The converter keeps these columns of each chunk of lines (_pass1) in the frame
 # registered as `narrow_observations`, with `ord` added by the narrow stage.
+# sql/record_table.sql (step 4 of the plan in docs/performance.md, "Chunked sessions: the plan") reads
+# it too: kind, logical_parent_uuid, prompt_id, progress_agent_id, progress_copy_uuid,
+# result_agent_id, result_call_ids, queue_content, queue_reason, attribution_mcp_server and
+# attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (step 5, chunk_ends)
+# read json_bytes, the size of the observation's JSON text.
 NARROW_COLUMNS = (
     "file_idx", "line", "sub", "file_rank", "session_key", "stream_kind", "position", "native_type",
     "native_subtype", "version", "uuid", "parent_uuid", "is_sidechain", "native_agent_id", "message_id",
     "permission_mode", "json_hash", "is_compact_summary",
+    "kind", "logical_parent_uuid", "prompt_id", "progress_agent_id", "progress_copy_uuid", "result_agent_id",
+    "result_call_ids", "queue_content", "queue_reason", "attribution_mcp_server", "attribution_mcp_tool",
+    "json_bytes",
 )
 
 USAGE_SELECTION = (
@@ -174,26 +189,27 @@ def convert(
     classified = observations.with_columns(narrow.get_column("ord"))
     del observations
     sql.register(con, "classified", classified)
-    # read by no other step of the batch: computed while the least is held, before the index and
-    # the records. This statement, `records_full` and `parts` need the most working memory of the
-    # batch; DuckDB keeps it for reuse, so it is returned after each (the later statements then start
-    # lower). `parts` runs a slice of the records at a time (_parts): each slice needs less than
-    # what `records_full` leaves.
-    tables = {"number_faults": sql.frame(con, "number_faults")}
-    sql.flush(con)
     sql.register(con, "narrow_observations", narrow)
     sql.materialize(con, "observation_index")
-    con.unregister("narrow_observations")  # read by observation_index alone
-    del narrow
     sql.view(con, "observation_keys")
     # what relates the records of a session, from narrow columns alone; records_full joins it
     sql.materialize(con, "record_table")
-    records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
+    con.unregister("narrow_observations")  # read by observation_index and record_table alone
+    spans = con.sql(
+        "select min(ord) as first, max(ord) as last from observation_index where is_live group by record_id"
+    ).pl()
+    ends = chunk_ends(narrow.select("ord", "file_idx", "line", "json_bytes"), spans, PASS2_CHUNK_BYTES)
+    line_chunks = narrow.select(
+        "file_idx", "line", chunk=ends.search_sorted(narrow.get_column("ord"), side="left")
+    ).unique(["file_idx", "line"])
+    del narrow, spans
+    number_faults, records, parts, source_lines, rejects_out = _pass2(
+        con, classified, rows_by_ord, ends, lines, rejects, line_chunks, files_frame, foreign, files
+    )
     sql.register(con, "records_full", records)
-    sql.flush(con)
-    parts = _parts(con, records)
     sql.register(con, "batch_parts", parts)
-    sql.flush(con)
+    sql.register(con, "batch_lines", lines)
+    sql.register(con, "batch_rejects", rejects)
     # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
     # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
     # a later statement reading classified.content fails by name instead of reading nulls
@@ -201,13 +217,14 @@ def convert(
         summary_content=pl.when(pl.col("is_compact_summary")).then("content")
     ).drop("content")
     sql.register(con, "classified", classified)
-    tables |= {
+    tables = {
+        "number_faults": number_faults,
         "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
         # the block's JSON stays in its line (native_path), and source_ord names that line in the batch
         "parts": parts.select(TABLES_BY_NAME["parts"].names),
         "tool_calls": _tool_calls(con, records, parts),
-        "source_lines": _source_lines(con, classified, rows_by_ord),
-        "rejects": _rejects_out(lines, rejects, files_frame, foreign, files),
+        "source_lines": source_lines,
+        "rejects": rejects_out,
     }
     sql.register(con, "batch_source_lines", tables["source_lines"])
     sql.register(con, "batch_tool_calls", tables["tool_calls"])
@@ -299,7 +316,7 @@ def _pass1(
     wide = pl.concat(observed, rechunk=True) if len(observed) > 1 else observed[0]
     if recovered:
         wide = pl.concat([wide, *recovered])
-    narrow = pl.concat([frame.select(NARROW_COLUMNS) for frame in (*observed, *recovered)], rechunk=True)
+    narrow = pl.concat([_narrow(frame) for frame in (*observed, *recovered)], rechunk=True)
     del observed, recovered
     line_counts = pl.concat(counts).group_by("file_idx").agg(pl.col("lines", "blank_lines").sum())
     lines, rejects = concat_lines(lines), pl.concat(rejects)
@@ -308,6 +325,142 @@ def _pass1(
         lines, wide, narrow = lines.filter(kept), wide.filter(kept), narrow.filter(kept)
         rejects, line_counts = rejects.filter(kept), line_counts.filter(kept)
     return lines, wide, narrow, rejects, line_counts
+
+
+def _narrow(classified: pl.DataFrame) -> pl.DataFrame:
+    """The NARROW_COLUMNS of classified observations (json_bytes: the size of their JSON text)."""
+    return classified.select(*NARROW_COLUMNS[:-1], json_bytes=pl.col("json").str.len_bytes())
+
+
+def chunk_ends(observations: pl.DataFrame, spans: pl.DataFrame, target: int) -> pl.Series:
+    """The chunks of pass 2: contiguous ranges of ord of about `target` bytes of JSON text each.
+
+    `observations` holds ord (1 to n), file_idx, line and json_bytes of every observation of the
+    batch; `spans` the first and last ord of each record's live observations. A cut between ord k and
+    k + 1 is allowed where they are on different lines (the objects recovered from one line stay
+    together) and no record has live observations on both sides (a record's first-seen and latest
+    observation, all its blocks, a boundary and its summary are in one chunk). Each chunk ends at the
+    last allowed cut within `target` bytes of its start; where there is none (a record's live span
+    longer than that), at the first allowed cut after it. Returns the last ord of each chunk
+    (ascending, the last one n; [0] for a batch without observations): ord o is in chunk
+    `ends.search_sorted(o, side="left")`. The loop runs once per chunk, not per line."""
+    n = observations.height
+    if n == 0:
+        return pl.Series("ord", [0], pl.Int64)
+    frame = observations.sort("ord")
+    # records open after each ord: their live span starts at it or before and ends after it
+    starts = spans.group_by(ord="first").len("starts")
+    stops = spans.group_by(ord="last").len("stops")
+    cuts = (
+        frame.select(
+            pl.col("ord").cast(pl.Int64),
+            size=pl.col("json_bytes").cast(pl.Int64).clip(lower_bound=1).cum_sum(),
+            new_line=(pl.col("file_idx") != pl.col("file_idx").shift(-1)) | (pl.col("line") != pl.col("line").shift(-1)),
+        )
+        .join(starts.cast({"ord": pl.Int64}), on="ord", how="left", maintain_order="left")
+        .join(stops.cast({"ord": pl.Int64}), on="ord", how="left", maintain_order="left")
+        .with_columns(open=(pl.col("starts").fill_null(0).cast(pl.Int64) - pl.col("stops").fill_null(0).cast(pl.Int64)).cum_sum())
+        .filter(((pl.col("open") == 0) & pl.col("new_line").fill_null(True)) | (pl.col("ord") == n))
+    )
+    cut_sizes, cut_ords = cuts.get_column("size"), cuts.get_column("ord")
+    ends, start = [], 0
+    while not ends or ends[-1] != n:
+        i = cut_sizes.search_sorted(start + target, side="right") - 1
+        if i < 0 or cut_sizes[i] <= start:  # no allowed cut within the target: the next one
+            i = cut_sizes.search_sorted(start, side="right")
+        ends.append(cut_ords[i])
+        start = cut_sizes[i]
+    return pl.Series("ord", ends, pl.Int64)
+
+
+def _pass2(
+    con: duckdb.DuckDBPyConnection,
+    classified: pl.DataFrame,
+    rows_by_ord: pl.Series,
+    ends: pl.Series,
+    lines: pl.DataFrame,
+    rejects: pl.DataFrame,
+    line_chunks: pl.DataFrame,
+    files_frame: pl.DataFrame,
+    foreign: pl.Series,
+    files: list[Stream],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Pass 2 of the core: number_faults, records_full (with its texts), parts, source_lines and the
+    rejects, run once per chunk (chunk_ends) over the chunk's observations, lines and rejects, and
+    concatenated into the frames one run over the whole batch gives (sorted by each one's order).
+
+    A chunk's observations are `classified`'s rows of its ords, in the frame's order; each record is
+    in the chunk of its live observations (record_table, materialized before, relates the records
+    across chunks). A line belongs to the chunk of its observations (line_chunks); a line without any
+    (rejected, or of a foreign file) to the last chunk."""
+    last = ends.len() - 1
+    pieces: list[list[pl.DataFrame]] = [[], [], [], [], []]
+    if last > 0:
+        lines_of, rejects_of = _chunk_of_lines(lines, line_chunks, last), _chunk_of_lines(rejects, line_chunks, last)
+        # each chunk reads the rows of the index and of the record table of its own observations
+        # and records (the statements join them by ord): the whole tables are set aside, and
+        # restored, unchanged, for the steps after pass 2
+        for name in ("observation_index", "record_table"):
+            con.execute(f'alter table "{name}" rename to "{name}_whole"')
+    first = 1
+    for chunk, end in enumerate(ends):
+        if last == 0:  # one chunk: the batch's frames as they are
+            part, part_rows, part_lines, part_rejects = classified, rows_by_ord, lines, rejects
+        else:
+            # the chunk's rows of classified in the frame's order, and the row of each of its ords
+            part = classified.gather(rows_by_ord.slice(first - 1, end - first + 1).sort())
+            part_rows = part.get_column("ord").arg_sort()
+            part_lines, part_rejects = lines.filter(lines_of == chunk), rejects.filter(rejects_of == chunk)
+            for name, key in (("observation_index", "ord"), ("record_table", "first_ord")):
+                con.execute(
+                    f'create or replace temp table "{name}" as select * from "{name}_whole" where {key} between ? and ?',
+                    [first, end],
+                )
+        sql.register(con, "classified", part)
+        sql.register(con, "batch_lines", part_lines)
+        sql.register(con, "batch_rejects", part_rejects)
+        # This statement, records_full and parts need the most working memory of the chunk; DuckDB
+        # keeps it for reuse, so it is returned after each (the later statements then start lower).
+        # `parts` runs a slice of the records at a time (_parts): each slice needs less than what
+        # `records_full` leaves.
+        pieces[0].append(sql.frame(con, "number_faults"))
+        sql.flush(con)
+        records = _with_texts(sql.frame(con, "records_full"), part, part_rows, first)
+        sql.flush(con)
+        pieces[1].append(records)
+        pieces[2].append(_parts(con, records))
+        sql.flush(con)
+        pieces[3].append(_source_lines(con, part, part_rows, first))
+        pieces[4].append(_rejects_out(part_lines, part_rejects, files_frame, foreign if chunk == last else foreign.clear(), files))
+        first = end + 1
+    del part, part_rows, part_lines, part_rejects
+    if last > 0:
+        for name in ("observation_index", "record_table"):
+            con.execute(f'drop table "{name}"')
+            con.execute(f'alter table "{name}_whole" rename to "{name}"')
+    orders = (
+        ("session_key", "source_file", "line", "field"),  # number_faults.sql's order by (ties: in one line)
+        ("session_key", "seq"),  # records_full.sql's order by
+        sql.sorted_by("parts"),
+        sql.sorted_by("source_lines_out"),
+    )
+    frames = [
+        chunks[0] if len(chunks) == 1 else pl.concat(chunks, rechunk=True).sort(order, nulls_last=True, maintain_order=True)
+        for chunks, order in zip(pieces[:4], orders)
+    ]
+    rejects_out = pieces[4][0] if last == 0 else pl.concat(pieces[4]).sort("source_file", "line", nulls_last=False, maintain_order=True)
+    return (*frames, rejects_out)
+
+
+def _chunk_of_lines(frame: pl.DataFrame, line_chunks: pl.DataFrame, last: int) -> pl.Series:
+    """The chunk of each row of `frame` (lines or rejects, by file_idx and line): its line's, or the
+    last chunk for a line without observations."""
+    return (
+        frame.select("file_idx", "line")
+        .join(line_chunks, on=["file_idx", "line"], how="left", maintain_order="left")
+        .get_column("chunk")
+        .fill_null(last)
+    )
 
 
 def _classified(observations: pl.DataFrame) -> pl.DataFrame:
@@ -391,23 +544,28 @@ def _ordered(classified: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return classified.with_columns(ord=rows_by_ord.arg_sort().cast(pl.Int64) + 1), rows_by_ord
 
 
-def _source_lines(con: duckdb.DuckDBPyConnection, classified: pl.DataFrame, rows_by_ord: pl.Series) -> pl.DataFrame:
+def _source_lines(
+    con: duckdb.DuckDBPyConnection, classified: pl.DataFrame, rows_by_ord: pl.Series, first_ord: int = 1
+) -> pl.DataFrame:
     """Run sql/source_lines_out.sql and attach the JSON texts it names by native_ord."""
-    return _gathered(sql.frame(con, "source_lines_out"), classified, rows_by_ord, native="json")
+    return _gathered(sql.frame(con, "source_lines_out"), classified, rows_by_ord, first_ord, native="json")
 
 
-def _with_texts(records: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series) -> pl.DataFrame:
+def _with_texts(records: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series, first_ord: int = 1) -> pl.DataFrame:
     """Attach the JSON texts records_full names by ord."""
-    return _gathered(records, classified, rows_by_ord, native="json", tool_use_result="tool_use_result")
+    return _gathered(records, classified, rows_by_ord, first_ord, native="json", tool_use_result="tool_use_result")
 
 
-def _gathered(frame: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series, **texts: str) -> pl.DataFrame:
+def _gathered(
+    frame: pl.DataFrame, classified: pl.DataFrame, rows_by_ord: pl.Series, first_ord: int, **texts: str
+) -> pl.DataFrame:
     """Each column `<name>_ord` of `frame` replaced by `<name>`, the column of `classified` that
-    `texts` names, gathered at the rows of those observations (`rows_by_ord`, see _ordered; a null
-    ord gives a null text): a gather shares the string buffers, where DuckDB would copy every text
-    into its result."""
+    `texts` names, gathered at the rows of those observations (`rows_by_ord`, see _ordered: the row of
+    ord `first_ord + i` at i, the ords of `classified` being consecutive from `first_ord`; a null ord
+    gives a null text): a gather shares the string buffers, where DuckDB would copy every text into
+    its result."""
     return frame.with_columns(
-        classified.get_column(column).gather(rows_by_ord.gather(frame.get_column(f"{name}_ord") - 1)).alias(name)
+        classified.get_column(column).gather(rows_by_ord.gather(frame.get_column(f"{name}_ord") - first_ord)).alias(name)
         for name, column in texts.items()
     ).drop(f"{name}_ord" for name in texts)
 
@@ -457,7 +615,7 @@ def _rebuild_from_progress(
     ).cast(OBJECT_SCHEMA)
     sql.register(con, "batch_files", files_frame)
     rebuilt = _classified(_observe(con, objects))
-    return pl.concat([observations, rebuilt]), pl.concat([narrow, rebuilt.select(NARROW_COLUMNS)]), files_frame
+    return pl.concat([observations, rebuilt]), pl.concat([narrow, _narrow(rebuilt)]), files_frame
 
 
 def _split_sidechains(
