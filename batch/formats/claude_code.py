@@ -188,6 +188,8 @@ def convert(
     sql.view(con, "observation_keys")
     # what relates the records of a session, from narrow columns alone; records_full joins it
     sql.materialize(con, "record_table")
+    # which records hold each tool call and its result, from narrow columns alone; tool_calls reads it
+    sql.materialize(con, "call_pairs")
     records = _with_texts(sql.frame(con, "records_full"), classified, rows_by_ord)
     sql.register(con, "records_full", records)
     sql.flush(con)
