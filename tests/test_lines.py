@@ -208,6 +208,7 @@ def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch
     # the converter decodes each read slice as it comes (pass 1): the lines of a stream that fails
     # after some of its slices went through leave no row, as when it cannot be read at all
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 256)
+    monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 256)  # each read slice a chunk of pass 1
 
     def text(session: str, n: int) -> bytes:
         return b"".join(
