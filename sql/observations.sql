@@ -72,8 +72,9 @@ headed as (
     from decoded
 ),
 
--- the text of the line's first block as parts.sql reads it (shell_head): only where it can start with
--- `<bash-`; a thinking or tool_result block's is parsed only when the content holds that text
+-- the text of the line's first block as parts.sql reads it (shell_head): a thinking or tool_result
+-- block's is parsed only when the content holds `<bash-` (the JSON value of the content is written
+-- by DuckDB, so with no escape in that text)
 headed_text as (
     select
         *,
@@ -92,7 +93,6 @@ headed_text as (
             when e.message.content is null and e.type = 'system' and json_type(e.content) = 'VARCHAR'
                 then json_extract_string(e.content, '$')
             when e.type = 'attachment' and coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) = 'hook_additional_context'
-                and contains(json, '<bash-')
                 then json_extract_string(json, '$.attachment.content[0]')
         end as first_text,
     from headed
@@ -179,7 +179,8 @@ final as (
         -- the keys of the tool blocks of message.content (tool_use, tool_result; decoded as parts.sql
         -- decodes a block), with their index in the array: call_pairs.sql pairs the calls and results
         -- of a session from them. A content without the text `tool_use` (a substring of both types,
-        -- and of tool_use_id) holds none, and is not parsed again.
+        -- and of tool_use_id; the JSON value is written by DuckDB, with no escape in these names)
+        -- holds none, and is not parsed again.
         case when left(e.message.content, 1) = '[' and contains(e.message.content, 'tool_use') then list_filter(
             list_transform(
                 json_transform(e.message.content, '[{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR", "name": "VARCHAR"}]'),
