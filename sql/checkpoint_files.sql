@@ -5,7 +5,7 @@
 -- reference, not an ID: it can collide after resume); the top-level messageId of an update is
 -- the line whose edit added a backup. file-history-delta lines are not named by the entry: they stay
 -- records of kind unknown with their JSON, and give no row here (docs/asr-tables.md).
--- reads: classified, observation_index, records_full
+-- reads: records_full, session_uuids
 with records as (
     select record_id, session_key, seq, native_type, native
     from records_full
@@ -80,14 +80,11 @@ rows_ as (
     select * from snapshot_rows
 ),
 
--- the record of each uuid the checkpoints name, looked up for those uuids only
+-- the record of each uuid the checkpoints name (the session's uuid map, session_uuids.sql)
 uuids as (
-    select c.session_key, c.uuid, min(i.record_id) as record_id
-    from observation_index as i
-    join classified as c using (ord)
-    where c.uuid is not null and i.is_live
-        and c.uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
-    group by all
+    select session_key, uuid, record_id
+    from session_uuids
+    where uuid in (select message_id from rows_ union all select trigger_message_id from rows_)
 ),
 
 final as (

@@ -6,13 +6,14 @@
 -- (2.1.17-2.1.42, a hook that started) and subtype-less system lines carrying hook text
 -- (1.0.43-1.0.56: "Running <name>...", "<name> [<command>] completed successfully: <stdout>").
 -- hook_additional_context is a message (author hook), not a row here.
--- reads: batch_tool_calls, records_full
+-- reads: call_pairs, records_full
 with hook_records as (
     select * from records_full where kind = 'hook'
 ),
 
+-- the session's tool calls (call_pairs.sql: a row per row of tool_calls)
 tool_calls_ as (
-    select session_key, call_id from batch_tool_calls
+    select session_key, call_id from call_pairs
 ),
 
 attachments as (

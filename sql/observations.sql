@@ -72,6 +72,32 @@ headed as (
     from decoded
 ),
 
+-- the text of the line's first block as parts.sql reads it (shell_head): a thinking or tool_result
+-- block's is parsed only when the content holds `<bash-` (the JSON value of the content is written
+-- by DuckDB, so with no escape in that text)
+headed_text as (
+    select
+        *,
+        case
+            when left(e.message.content, 1) = '[' then case content_heads[2]
+                when 'text' then content_heads[3]
+                when 'thinking' then case when contains(e.message.content, '<bash-')
+                    then json_extract_string(e.message.content, '$[0].thinking') end
+                when 'tool_result' then case when contains(e.message.content, '<bash-') then
+                    case json_type(e.message.content, '$[0].content')
+                        when 'VARCHAR' then json_extract_string(e.message.content, '$[0].content')
+                        when 'ARRAY' then array_to_string(json_extract_string(e.message.content, '$[0].content[*].text'), chr(10))
+                    end end
+            end
+            when left(e.message.content, 1) = '"' then content_heads[1]
+            when e.message.content is null and e.type = 'system' and json_type(e.content) = 'VARCHAR'
+                then json_extract_string(e.content, '$')
+            when e.type = 'attachment' and coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) = 'hook_additional_context'
+                then json_extract_string(json, '$.attachment.content[0]')
+        end as first_text,
+    from headed
+),
+
 -- a count is an integer that fits: JSON integers only, never a cast from a float, a string or a boolean
 counted as (
     select
@@ -80,7 +106,7 @@ counted as (
             usage_json,
             lambda v: json_bigint(v)
         ) as usage_counts,
-    from headed
+    from headed_text
 ),
 
 final as (
@@ -150,6 +176,35 @@ final as (
         end as result_call_ids,
         case when e.type = 'queue-operation' then d.json->'$.content' end as queue_content,
         case when e.type = 'queue-operation' then e.reason end as queue_reason,
+        -- the keys of the tool blocks of message.content (tool_use, tool_result; decoded as parts.sql
+        -- decodes a block), with their index in the array: call_pairs.sql pairs the calls and results
+        -- of a session from them. A content without the text `tool_use` (a substring of both types,
+        -- and of tool_use_id; the JSON value is written by DuckDB, with no escape in these names)
+        -- holds none, and is not parsed again.
+        case when left(e.message.content, 1) = '[' and contains(e.message.content, 'tool_use') then list_filter(
+            list_transform(
+                json_transform(e.message.content, '[{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR", "name": "VARCHAR"}]'),
+                lambda b, i: {'block_index': (i - 1)::integer, 'type': b.type, 'call_id': coalesce(b.id, b.tool_use_id), 'tool_name': b.name}
+            ),
+            lambda b: b.type in ('tool_use', 'tool_result') and b.call_id is not null
+        ) end as tool_blocks,
+        -- whether the line has a block that parts.sql makes a part of text (other than attachment data),
+        -- and whether the text of its first one starts a user's shell command (`<bash-input>`) or its
+        -- output (`<bash-stdout>`, `<bash-stderr>`), as tool_calls.sql tests a record's first part:
+        -- call_pairs.sql pairs them without reading the text
+        case
+            when left(e.message.content, 1) = '[' then e.message.content <> '[]'
+            when left(e.message.content, 1) = '"' then true
+            when e.message.content is null and e.type = 'system' and json_type(e.content) = 'VARCHAR' then true
+            when e.type = 'attachment' and coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) = 'hook_additional_context'
+                and json_type(d.json->'$.attachment.content') = 'ARRAY'
+                then json_array_length(d.json->'$.attachment.content') > 0
+            else false
+        end as has_blocks,
+        case
+            when starts_with(ltrim(d.first_text), '<bash-input>') then 'input'
+            when regexp_matches(ltrim(d.first_text), '^<bash-std(out|err)>') then 'output'
+        end as shell_head,
         e.content as top_content,
         e.toolUseResult as tool_use_result,
         e.message.id as message_id,

@@ -5,92 +5,76 @@
 -- The JSON texts of a model call are not copied here: `input` and `result_native` are null for them
 -- and the pipeline gathers the block's input (parts, by call_record_id and call_part_index) and the
 -- result's toolUseResult (records, by result_record_id) into them; a user's shell command has its own.
--- reads: batch_parts, records_full
+-- reads: batch_parts, call_pairs, records_full
 -- result: large
--- the blocks that can be calls or results, with the narrow columns of their record: the JSON
--- texts (the block's, the record's toolUseResult) are not carried through the windows below, and
--- a first block's text only where it is a shell command's input
-with parts_ as (
-    select
-        p.record_id, p.session_key, p.part_index, p.part_type, p.call_id, p.tool_name, p.is_error,
-        case when p.part_index = 0 and starts_with(ltrim(p.text), '<bash-input>') then p.text end as shell_input,
-        r.record_first_ord, r.position, r.timestamp,
-        r.tool_denial_kind, r.permission_decision, r.permission_source, r.permission_reason_type,
-        r.uuid,
+-- The pairing (which call record, which result record) is call_pairs.sql's; the parts and records
+-- are read here for the rows' own values alone: the part of each block (the first of the record with
+-- that id and type), and part 0 of a shell command's records for its text.
+with pairs as (
+    select * from call_pairs
+),
+
+-- the first tool_use part with the call's id in its call record, and tool_result part in its result record
+call_parts as (
+    select p.record_id, p.call_id, min(p.part_index) as part_index,
     from batch_parts as p
-    join records_full as r using (record_id)
-    where (p.part_type in ('tool_use', 'tool_result') and p.call_id is not null) or p.part_index = 0
+    where p.part_type = 'tool_use'
+        and (p.record_id, p.call_id) in (select (call_record_id, call_id) from pairs where requested_by = 'model')
+    group by p.record_id, p.call_id
 ),
 
-model_calls as (
-    select
-        session_key, call_id, tool_name, cast(null as varchar) as tool_input, record_id, position, timestamp,
-        record_first_ord, part_index, 'model' as requested_by,
-    from parts_
-    where part_type = 'tool_use' and call_id is not null
-    qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
+result_parts as (
+    select p.record_id, p.call_id, min(p.part_index) as part_index,
+    from batch_parts as p
+    where p.part_type = 'tool_result'
+        and (p.record_id, p.call_id) in (select (result_record_id, call_id) from pairs where not is_shell_result)
+    group by p.record_id, p.call_id
 ),
 
-first_results as (
-    select
-        session_key, call_id, record_id, position, timestamp, is_error,
-        tool_denial_kind, permission_decision, permission_source, permission_reason_type,
-    from parts_
-    where part_type = 'tool_result' and call_id is not null
-    qualify row_number() over (partition by session_key, call_id order by record_first_ord, part_index) = 1
-),
-
--- the result's toolUseResult is gathered by the pipeline (result_record_id)
-model_results as (
-    select
-        f.session_key, f.call_id, f.record_id, f.position, f.timestamp, f.is_error,
-        cast(null as varchar) as tool_use_result,
-        f.tool_denial_kind, f.permission_decision, f.permission_source, f.permission_reason_type,
-    from first_results as f
-),
-
-shell_inputs as (
-    select
-        p.session_key,
-        p.uuid as call_id,
-        'Bash' as tool_name,
-        json_object('command', regexp_extract(p.shell_input, '<bash-input>(.*)</bash-input>', 1, 's')) as tool_input,
-        p.record_id, p.position, p.timestamp, p.record_first_ord, p.part_index,
-        'user' as requested_by,
-    from parts_ as p
-    where p.shell_input is not null
-),
-
-shell_outputs as (
-    select
-        o.session_key,
-        i.call_id,
-        o.record_id,
-        o.position,
-        o.timestamp,
-        cast(null as boolean) as is_error,
-        json_object(
-            'stdout', regexp_extract(p.text, '<bash-stdout>(.*)</bash-stdout>', 1, 's'),
-            'stderr', regexp_extract(p.text, '<bash-stderr>(.*)</bash-stderr>', 1, 's')
-        ) as tool_use_result,
-        o.tool_denial_kind, o.permission_decision, o.permission_source, o.permission_reason_type,
-    from records_full as o
-    join batch_parts as p on p.record_id = o.record_id and p.part_index = 0
-    join shell_inputs as i on i.session_key = o.session_key and o.parent_uuid = i.call_id
-    where regexp_matches(ltrim(p.text), '^<bash-std(out|err)>')
-    qualify row_number() over (partition by i.session_key, i.call_id order by o.record_first_ord) = 1
+-- the text of part 0 of a shell command's records (its input, its output)
+shell_texts as (
+    select p.record_id, p.text,
+    from batch_parts as p
+    where p.part_index = 0
+        and p.record_id in (
+            select call_record_id from pairs where requested_by = 'user'
+            union all
+            select result_record_id from pairs where is_shell_result
+        )
 ),
 
 calls as (
-    select * from model_calls
-    union all
-    select * from shell_inputs
+    select
+        c.session_key, c.call_id, c.tool_name,
+        case when c.requested_by = 'user' then json_object(
+            'command', regexp_extract(st.text, '<bash-input>(.*)</bash-input>', 1, 's')
+        ) end as tool_input,
+        c.call_record_id as record_id, r.position, r.timestamp, r.record_first_ord,
+        case when c.requested_by = 'user' then 0 else cp.part_index end as part_index,
+        c.requested_by,
+        c.result_record_id, c.is_shell_result,
+    from pairs as c
+    join records_full as r on r.record_id = c.call_record_id
+    left join call_parts as cp on cp.record_id = c.call_record_id and cp.call_id = c.call_id and c.requested_by = 'model'
+    left join shell_texts as st on st.record_id = c.call_record_id and c.requested_by = 'user'
 ),
 
 results as (
-    select * from model_results
-    union all
-    select * from shell_outputs
+    select
+        c.session_key, c.call_id, c.requested_by, c.record_id as call_record_id, c.result_record_id,
+        o.record_id, o.position, o.timestamp,
+        case when c.is_shell_result then cast(null as boolean) else rp_.is_error end as is_error,
+        -- a model call's toolUseResult is gathered by the pipeline (result_record_id)
+        case when c.is_shell_result then json_object(
+            'stdout', regexp_extract(st.text, '<bash-stdout>(.*)</bash-stdout>', 1, 's'),
+            'stderr', regexp_extract(st.text, '<bash-stderr>(.*)</bash-stderr>', 1, 's')
+        ) end as tool_use_result,
+        o.tool_denial_kind, o.permission_decision, o.permission_source, o.permission_reason_type,
+    from calls as c
+    join records_full as o on o.record_id = c.result_record_id
+    left join result_parts as rp on rp.record_id = c.result_record_id and rp.call_id = c.call_id and not c.is_shell_result
+    left join batch_parts as rp_ on rp_.record_id = rp.record_id and rp_.part_index = rp.part_index
+    left join shell_texts as st on st.record_id = c.result_record_id and c.is_shell_result
 ),
 
 final as (
@@ -145,7 +129,9 @@ final as (
         c.record_first_ord as call_ord,
         c.part_index as call_part_index,
     from calls as c
-    left join results as r using (session_key, call_id)
+    left join results as r
+        on r.session_key = c.session_key and r.call_id = c.call_id and r.requested_by = c.requested_by
+        and r.call_record_id = c.record_id and r.result_record_id = c.result_record_id
 )
 
 -- file order: a response holding several calls lists them in block order

@@ -2,8 +2,8 @@
 -- Registry entry, Notes: cost-state totals map to a usage_summary with scope: session,
 -- cumulative: true and includesChildren: null. Each cost-state line is a cumulative snapshot
 -- written when the process exits (or the session switches); the latest one of a stream holds the
--- totals. Token totals are summed over modelUsage; a field no model reports stays null.
--- reads: records_full
+-- totals (the session's last cost-state seq, session_facts.sql). Token totals are summed over modelUsage; a field no model reports stays null.
+-- reads: records_full, session_facts
 with costs as (
     select record_id, session_key, seq, native
     from records_full
@@ -44,7 +44,7 @@ final as (
         'session' as scope,
         true as is_cumulative,
         null::boolean as includes_children,
-        row_number() over (partition by c.session_key order by c.seq desc) = 1 as is_latest,
+        c.seq = s.last_cost_state_seq as is_latest,
         try_cast(c.native ->> 'totalCostUSD' as double) as cost_usd,
         m.input_uncached_tokens::bigint as input_uncached_tokens,
         m.output_total_tokens::bigint as output_total_tokens,
@@ -65,6 +65,7 @@ final as (
         c.native::json as native,
     from costs as c
     left join model_totals as m using (record_id)
+    join session_facts as s using (session_key)
 )
 
 select * from final

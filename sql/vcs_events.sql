@@ -9,7 +9,7 @@
 -- may already fold several unchanged lines: records_full.observation_count).
 -- toolUseResult is re-serialized JSON, so a result with a gitOperation key contains the key's
 -- name verbatim: only those few records are decoded
--- reads: batch_tool_calls, records_full, result_calls
+-- reads: call_pairs, records_full, result_calls
 with git_records as (
     select record_id, session_key, seq, timestamp, tool_use_result -> '$.gitOperation' as git_operation,
     from records_full
@@ -28,7 +28,7 @@ git_operations as (
         json_transform(r.git_operation, '"MAP(VARCHAR, JSON)"') as components,
     from git_records as r
     left join result_calls as p using (record_id)
-    left join batch_tool_calls as c on c.session_key = r.session_key and c.call_id = p.call_id
+    left join call_pairs as c on c.session_key = r.session_key and c.call_id = p.call_id
 ),
 
 components as (

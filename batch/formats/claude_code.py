@@ -194,6 +194,8 @@ def convert(
     sql.view(con, "observation_keys")
     # what relates the records of a session, from narrow columns alone; records_full joins it
     sql.materialize(con, "record_table")
+    # which records hold each tool call and its result, from narrow columns alone; tool_calls reads it
+    sql.materialize(con, "call_pairs")
     con.unregister("narrow_observations")  # read by observation_index and record_table alone
     spans = con.sql(
         "select min(ord) as first, max(ord) as last from observation_index where is_live group by record_id"
