@@ -272,9 +272,10 @@ def _pass1(
     con: duckdb.DuckDBPyConnection, reader: LineChunks
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Pass 1: each chunk of lines (the read slices the reader yields, gathered up to
-    OBSERVE_SLICE_BYTES of text) is decoded alone: its blank lines dropped (counted), its envelopes decoded (one parse per line: the decode
-    also tells the lines that are one JSON object from the others, which go to recovery; the
-    objects recovered are decoded after them), its `}{` lines recovered, its observations classified.
+    OBSERVE_SLICE_BYTES of text) is decoded alone: its blank lines dropped (counted), its envelopes
+    decoded (one parse per line: the decode also tells the lines that are one JSON object from the
+    others, which go to recovery; the objects recovered are decoded after them), its `}{` lines
+    recovered, its observations classified.
 
     Returns the batch's non-blank lines, its classified observations (the wide frame: every chunk's
     lines' objects, then every chunk's recovered objects, the order of one decode of the whole
