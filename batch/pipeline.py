@@ -537,7 +537,7 @@ class _BatchParts:
         """Write what is held and close the parts; return each output table's row count."""
         for name, frame in self.tail.rest().items():
             self._append(name, frame)
-        self.abort()
+        self._close_parts()
         for name, schema in WORK_SCHEMAS.items():
             if name in self.work:
                 data = pl.from_arrow(_cast(schema, self.work.pop(name)))
@@ -546,7 +546,10 @@ class _BatchParts:
         return {t.name: self.writers[t.name].rows for t in TABLES if t.name in self.writers}
 
     def abort(self) -> None:
-        """Close the parts opened (a failed batch's are left in the run folder, which is discarded)."""
+        """Close the parts of a failed batch: they are left in the run folder, which is discarded."""
+        self._close_parts()
+
+    def _close_parts(self) -> None:
         for writer in self.writers.values():
             writer.close()
 

@@ -14,7 +14,8 @@ with pairs as (
     select * from call_pairs
 ),
 
--- the first tool_use part with the call's id in its call record, and tool_result part in its result record
+-- the first tool_use part with the call's id in its call record, and tool_result part (with its
+-- is_error) in its result record
 call_parts as (
     select p.record_id, p.call_id, min(p.part_index) as part_index,
     from batch_parts as p
@@ -24,7 +25,7 @@ call_parts as (
 ),
 
 result_parts as (
-    select p.record_id, p.call_id, min(p.part_index) as part_index,
+    select p.record_id, p.call_id, min(p.part_index) as part_index, first(p.is_error order by p.part_index) as is_error,
     from batch_parts as p
     where p.part_type = 'tool_result'
         and (p.record_id, p.call_id) in (select (result_record_id, call_id) from pairs where not is_shell_result)
@@ -63,7 +64,7 @@ results as (
     select
         c.session_key, c.call_id, c.requested_by, c.record_id as call_record_id, c.result_record_id,
         o.record_id, o.position, o.timestamp,
-        case when c.is_shell_result then cast(null as boolean) else rp_.is_error end as is_error,
+        case when c.is_shell_result then cast(null as boolean) else rp.is_error end as is_error,
         -- a model call's toolUseResult is gathered by the pipeline (result_record_id)
         case when c.is_shell_result then json_object(
             'stdout', regexp_extract(st.text, '<bash-stdout>(.*)</bash-stdout>', 1, 's'),
@@ -73,7 +74,6 @@ results as (
     from calls as c
     join records_full as o on o.record_id = c.result_record_id
     left join result_parts as rp on rp.record_id = c.result_record_id and rp.call_id = c.call_id and not c.is_shell_result
-    left join batch_parts as rp_ on rp_.record_id = rp.record_id and rp_.part_index = rp.part_index
     left join shell_texts as st on st.record_id = c.result_record_id and c.is_shell_result
 ),
 

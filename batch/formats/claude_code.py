@@ -165,7 +165,6 @@ def convert(
     files_frame = streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
     lines, observations, narrow, rejects, line_counts = _pass1(con, reader)
-    sql.register(con, "batch_lines", lines)
 
     # The narrow stage: foreign files, versions, the sidechain split, ord and observation_index read
     # the narrow frame; only the agent_progress rebuild reads the wide one (the copies' JSON).
