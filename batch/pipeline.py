@@ -1050,7 +1050,9 @@ def _convert_batch_on(
             # and the memory DuckDB keeps for reuse) is released before the writes
             sql.release(con)
             for table in list(converted.tables):
-                parts.add(table, converted.tables.pop(table))  # each frame released once written
+                rows = converted.tables.pop(table)  # each frame released once written
+                for piece in [rows] if isinstance(rows, pl.DataFrame) else rows:  # a store's, a piece at a time
+                    parts.add(table, piece)
             inputs.extend(converted.inputs)
             skipped.extend(converted.skipped)
             del converted

@@ -161,7 +161,7 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     references to them), then make DuckDB return the memory it keeps for reuse."""
     for name, kind in _relations(con, "temporary"):
         con.execute(f'drop {kind} if exists "{name}"')
-    flush(con)
+    con.execute("reset memory_limit")  # a store's limit (formats/store.py) ends with it; this flushes too
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
@@ -222,5 +222,6 @@ def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 def flush(con: duckdb.DuckDBPyConnection) -> None:
     """Make DuckDB return to the system the memory its allocator keeps for reuse after a statement
-    (resetting the memory limit, which the connections leave at its default, flushes it)."""
-    con.execute("reset memory_limit")
+    (setting the memory limit flushes it: it is set to what it is)."""
+    limit = con.sql("select current_setting('memory_limit')").fetchall()[0][0]
+    con.execute(f"set memory_limit = '{limit}'")

@@ -7,6 +7,7 @@
 -- the batch's line ordinal does but does not depend on the batch the stream is converted in,
 -- so a session group's rows are the same in any batch (a re-run's deltas keep them).
 -- reads: records_full
+-- order: session_key, stream_ord
 with responses as (
     select * from records_full where inference_id is not null
 ),

@@ -324,6 +324,41 @@ def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatc
         assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
 
 
+def test_a_store_changes_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # a batch larger than STORE_BYTES keeps its wide rows in a store (formats/store.py): its decoded
+    # observations, and its records, parts and source lines of each chunk of pass 2, go to Parquet
+    # files as they are made, the statements read them as views, and the output tables are read back
+    # a piece at a time (merged from the chunks' runs). With every batch stored, chunks of 256 KiB and
+    # pieces of 64 KiB, every file of the corpus's output is the same, row for row and in order
+    from batch.formats import claude_code, store
+
+    monkeypatch.setattr(claude_code, "STORE_BYTES", 0)
+    monkeypatch.setattr(claude_code, "PASS2_CHUNK_BYTES", 1 << 18)
+    monkeypatch.setattr(store, "MERGE_BYTES", 1 << 16)
+    appended, folders = defaultdict(int), []
+    append, init = store.Store.append, store.Store.__init__
+
+    def counted(self, table, frame):
+        appended[table] += 1
+        return append(self, table, frame)
+
+    def kept(self, con):
+        init(self, con)
+        folders.append(self.folder)
+
+    monkeypatch.setattr(store.Store, "append", counted)
+    monkeypatch.setattr(store.Store, "__init__", kept)
+    out = tmp_path / "out"
+    batch.convert([CORPUS], out)
+    assert folders and appended["wide"] >= 1 and appended["records_pieces"] > 60 and appended["parts_pieces"] > 60
+    assert not any(folder.exists() for folder in folders)  # each store's files are gone with it
+    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for name in files:
+        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
+
+
 def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

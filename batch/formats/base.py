@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -11,6 +12,8 @@ import polars as pl
 class Converted:
     """What a format made of a batch's streams."""
 
-    tables: dict[str, pl.DataFrame]  # output tables and work tables (batch/schema/work.py), by name
+    # output tables and work tables (batch/schema/work.py), by name: a frame, or the frames of a table
+    # read back from a store (formats/store.py) a piece at a time
+    tables: dict[str, pl.DataFrame | Iterable[pl.DataFrame]]
     inputs: list[dict] = field(default_factory=list)  # manifest inputs, one per stream read
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of streams that could not be read

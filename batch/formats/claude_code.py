@@ -14,6 +14,7 @@ frames of the core and fact tables and of the work tables the final stage reads.
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import Executor
 
 import duckdb
@@ -22,6 +23,7 @@ import polars as pl
 from batch import slices, sql
 from batch.formats.base import Converted
 from batch.formats.lines import LineChunks, concat_lines
+from batch.formats.store import STORE_BYTES, Store
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
@@ -44,6 +46,9 @@ PART_SLICE_BYTES = 64 << 20
 # live observations are on both sides (chunk_ends; docs/performance.md, "Chunked sessions: the plan").
 # An ordinary batch is one chunk.
 PASS2_CHUNK_BYTES = 64 << 20
+
+# records_full.sql's order by
+RECORDS_ORDER = ("session_key", "seq")
 
 # The columns of an observation that the narrow stage reads, and nothing wide (no JSON text, no
 # content, no toolUseResult, no line text): foreign files (file_idx, native_type) and versions
@@ -164,7 +169,9 @@ def convert(
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     files_frame = streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    lines, observations, narrow, rejects, line_counts = _pass1(con, reader)
+    # a batch larger than a chunk of pass 2 keeps its wide rows in DuckDB tables (formats/store.py)
+    store = Store(con) if sum(f.size for f in files) > STORE_BYTES else None
+    lines, observations, narrow, rejects, line_counts = _pass1(con, reader, store)
 
     # The narrow stage: foreign files, versions, the sidechain split, ord and observation_index read
     # the narrow frame; only the agent_progress rebuild reads the wide one (the copies' JSON).
@@ -177,17 +184,31 @@ def convert(
     foreign = line_counts.filter((pl.col("lines") > 1) & ~pl.col("file_idx").is_in(typed.implode())).get_column("file_idx")
     files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
     not_foreign = ~pl.col("file_idx").is_in(foreign.implode())
-    observations, narrow, rejects = observations.filter(not_foreign), narrow.filter(not_foreign), rejects.filter(not_foreign)
+    narrow, rejects = narrow.filter(not_foreign), rejects.filter(not_foreign)
     sql.register(con, "batch_files", files_frame)
     sql.register(con, "batch_rejects", rejects)
-    observations, narrow, files_frame = _rebuild_from_progress(con, observations, narrow, files_frame)
+    if store is None:
+        observations = observations.filter(not_foreign)
+        sql.register(con, "observations", observations)
+    else:  # the stored rows of the files kept
+        sql.register(con, "store_keys", narrow.select("wide_row"))
+        con.execute("create or replace temp view observations as select * exclude (wide_row) from wide "
+                    "where wide_row in (select wide_row from store_keys)")
+    observations, narrow, files_frame = _rebuild_from_progress(con, observations, narrow, files_frame, store)
+    if store is None:
+        con.unregister("observations")  # read by progress_copies alone
+    else:
+        con.execute("drop view observations")
     observations, narrow = _split_sidechains(con, observations, narrow)
-    con.unregister("observations")  # read by progress_copies alone
     narrow, rows_by_ord = _ordered(narrow)
     # the narrow frame's rows are the wide frame's, in the same order: its ord is theirs
-    classified = observations.with_columns(narrow.get_column("ord"))
+    if store is None:
+        classified = observations.with_columns(narrow.get_column("ord"))
+        sql.register(con, "classified", classified)
+    else:
+        classified = None
+        _store_classified(con, narrow)
     del observations
-    sql.register(con, "classified", classified)
     sql.register(con, "narrow_observations", narrow)
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")
@@ -203,32 +224,52 @@ def convert(
     line_chunks = narrow.select(
         "file_idx", "line", chunk=ends.search_sorted(narrow.get_column("ord"), side="left")
     ).unique(["file_idx", "line"])
+    keys = None if store is None else narrow.select("wide_row", "session_key", "stream_kind", "sidechain_root", "ord")
     del narrow, spans
     number_faults, records, parts, source_lines, rejects_out = _pass2(
-        con, classified, rows_by_ord, ends, lines, rejects, line_chunks, files_frame, foreign, files
+        con, classified, rows_by_ord, ends, lines, rejects, line_chunks, files_frame, foreign, files, store, keys
     )
-    sql.register(con, "records_full", records)
-    sql.register(con, "batch_parts", parts)
     sql.register(con, "batch_lines", lines)
     sql.register(con, "batch_rejects", rejects)
     # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
     # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
     # a later statement reading classified.content fails by name instead of reading nulls
-    classified = classified.with_columns(
-        summary_content=pl.when(pl.col("is_compact_summary")).then("content")
-    ).drop("content")
-    sql.register(con, "classified", classified)
-    tables = {
-        "number_faults": number_faults,
-        "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
-        # the block's JSON stays in its line (native_path), and source_ord names that line in the batch
-        "parts": parts.select(TABLES_BY_NAME["parts"].names),
-        "tool_calls": _tool_calls(con, records, parts),
-        "source_lines": source_lines,
-        "rejects": rejects_out,
-    }
-    sql.register(con, "batch_source_lines", tables["source_lines"])
-    sql.register(con, "batch_tool_calls", tables["tool_calls"])
+    if store is None:
+        sql.register(con, "records_full", records)
+        sql.register(con, "batch_parts", parts)
+        classified = classified.with_columns(
+            summary_content=pl.when(pl.col("is_compact_summary")).then("content")
+        ).drop("content")
+        sql.register(con, "classified", classified)
+        tables = {
+            "number_faults": number_faults,
+            "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
+            # the block's JSON stays in its line (native_path), and source_ord names that line in the batch
+            "parts": parts.select(TABLES_BY_NAME["parts"].names),
+            "tool_calls": _tool_calls(con, records, parts),
+            "source_lines": source_lines,
+            "rejects": rejects_out,
+        }
+        sql.register(con, "batch_source_lines", tables["source_lines"])
+        sql.register(con, "batch_tool_calls", tables["tool_calls"])
+        per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
+    else:  # the same relations over the store; its large tables are read back a piece at a time, sorted
+        con.execute(
+            "create or replace temp view classified as "
+            "select w.* exclude (wide_row, content) replace (k.session_key as session_key, k.stream_kind as stream_kind, "
+            "k.sidechain_root as sidechain_root), k.ord, case when w.is_compact_summary then w.content end as summary_content "
+            "from wide as w join store_keys as k using (wide_row)"
+        )
+        _store_tool_calls(con, store)
+        tables = {
+            "number_faults": number_faults,
+            "records": store.merged("records_pieces", RECORDS_ORDER, TABLES_BY_NAME["records"].names),
+            "parts": store.merged("parts_pieces", sql.sorted_by("parts"), TABLES_BY_NAME["parts"].names),
+            "tool_calls": store.read("batch_tool_calls"),
+            "source_lines": store.merged("source_lines_pieces", sql.sorted_by("source_lines_out")),
+            "rejects": rejects_out,
+        }
+        per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
     sql_files = set(sql.names())
     targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
     steps = sql.order(targets, given=sql.defined(con))
@@ -244,7 +285,6 @@ def convert(
         else:
             tables[name] = sql.frame(con, name)
 
-    per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
     foreign_set = set(foreign.to_list())
     inputs = [
         {
@@ -268,8 +308,8 @@ def convert(
 
 
 def _pass1(
-    con: duckdb.DuckDBPyConnection, reader: LineChunks
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    con: duckdb.DuckDBPyConnection, reader: LineChunks, store: Store | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Pass 1: each chunk of lines (the read slices the reader yields, gathered up to
     OBSERVE_SLICE_BYTES of text) is decoded alone: its blank lines dropped (counted), its envelopes
     decoded (one parse per line: the decode also tells the lines that are one JSON object from the
@@ -280,7 +320,12 @@ def _pass1(
     lines' objects, then every chunk's recovered objects, the order of one decode of the whole
     batch), the NARROW_COLUMNS of the same rows in the same order (the narrow frame), the rejects,
     and per file its count of non-blank and of blank lines. The lines of a stream that failed to be
-    read to its end are dropped, as if it could not be read at all."""
+    read to its end are dropped, as if it could not be read at all.
+
+    With a `store`, each chunk's classified observations go to its table `wide` as they are made
+    (_store_wide) and no wide frame is returned (None); the narrow frame then also holds each row's
+    `wide_row` there. The lines keep their text only where a later step reads it: the rejected
+    lines, and the first line of each file (a foreign file's first bytes)."""
     blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as str.strip_chars, without a stripped copy
     lines, counts, rejects, observed, recovered = [], [], [], [], []
 
@@ -296,10 +341,11 @@ def _pass1(
         )
         not_objects = chunk.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
         objects, chunk_rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
-        observed.append(_classified(decoded.drop("obj_idx")))
+        classified = _classified(decoded.drop("obj_idx"))
+        observed.append(classified if store is None else _store_wide(store, classified))
         if not objects.is_empty():
             recovered.append(_classified(_observe(con, objects.cast(OBJECT_SCHEMA))))
-        lines.append(chunk)
+        lines.append(chunk if store is None else _read_text(chunk, chunk_rejects))
         rejects.append(chunk_rejects)
 
     # consecutive read slices are gathered into a chunk of at most OBSERVE_SLICE_BYTES of text (a
@@ -315,16 +361,21 @@ def _pass1(
         size += piece_size
     if pending or not lines:  # a batch without lines: its frames have their schemas
         chunk_pass(concat_lines(pending))
-    wide = pl.concat(observed, rechunk=True) if len(observed) > 1 else observed[0]
-    if recovered:
-        wide = pl.concat([wide, *recovered])
-    narrow = pl.concat([_narrow(frame) for frame in (*observed, *recovered)], rechunk=True)
+    if store is None:
+        wide = pl.concat(observed, rechunk=True) if len(observed) > 1 else observed[0]
+        if recovered:
+            wide = pl.concat([wide, *recovered])
+        narrow = pl.concat([_narrow(frame) for frame in (*observed, *recovered)], rechunk=True)
+    else:
+        wide = None
+        narrow = pl.concat([*observed, *(_store_wide(store, frame) for frame in recovered)], rechunk=True)
     del observed, recovered
     line_counts = pl.concat(counts).group_by("file_idx").agg(pl.col("lines", "blank_lines").sum())
     lines, rejects = concat_lines(lines), pl.concat(rejects)
     if failed := reader.failed:
         kept = ~pl.col("file_idx").is_in(failed)
-        lines, wide, narrow = lines.filter(kept), wide.filter(kept), narrow.filter(kept)
+        lines, narrow = lines.filter(kept), narrow.filter(kept)
+        wide = None if wide is None else wide.filter(kept)
         rejects, line_counts = rejects.filter(kept), line_counts.filter(kept)
     return lines, wide, narrow, rejects, line_counts
 
@@ -332,6 +383,76 @@ def _pass1(
 def _narrow(classified: pl.DataFrame) -> pl.DataFrame:
     """The NARROW_COLUMNS of classified observations (json_bytes: the size of their JSON text)."""
     return classified.select(*NARROW_COLUMNS[:-1], json_bytes=pl.col("json").str.len_bytes())
+
+
+def _store_wide(store: Store, classified: pl.DataFrame) -> pl.DataFrame:
+    """Append classified observations to the store's table `wide`, numbered `wide_row` after the rows
+    already there, and return their narrow frame with that number (the wide frame's row order) and
+    their sidechain root (null: the sidechain split sets it in the narrow frame)."""
+    classified = classified.with_columns(wide_row=pl.int_range(pl.len(), dtype=pl.Int64) + store.rows.get("wide", 0))
+    store.append("wide", classified)
+    return _owned(_narrow(classified).with_columns(classified.select("sidechain_root", "wide_row")))
+
+
+def _owned(frame: pl.DataFrame) -> pl.DataFrame:
+    """A copy of `frame` in memory of its own. A column of a statement's result shares the memory of
+    the whole result (DuckDB hands it over to Arrow as one block per batch of rows, released when no
+    column of it is left): a narrow frame kept from a wide result would keep all of it."""
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer, compression="uncompressed")
+    buffer.seek(0)
+    return pl.read_ipc(buffer)
+
+
+def _store_classified(con: duckdb.DuckDBPyConnection, narrow: pl.DataFrame) -> None:
+    """Register the keys of a store's observations (`store_keys`: their wide_row, the session_key,
+    stream_kind and sidechain root of the sidechain split, and ord) and define `classified` over the
+    store's `wide` rows with them, as the wide frame would be."""
+    sql.register(con, "store_keys", narrow.select("wide_row", "session_key", "stream_kind", "sidechain_root", "ord"))
+    con.execute(
+        "create or replace temp view classified as "
+        "select w.* exclude (wide_row) replace (k.session_key as session_key, k.stream_kind as stream_kind, "
+        "k.sidechain_root as sidechain_root), k.ord from wide as w join store_keys as k using (wide_row)"
+    )
+
+
+def _stored_chunk(store: Store, keys: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `classified` of a chunk's observations from the store (`keys`: their rows of the
+    narrow frame, in its order), in that order."""
+    wide_row = keys.get_column("wide_row")
+    rows = (
+        store.scan("wide")
+        .filter(pl.col("wide_row").is_between(wide_row.min(), wide_row.max()))  # skips the other files' row groups
+        .filter(pl.col("wide_row").is_in(wide_row.implode()))
+        .drop("wide_row")
+        .collect()
+    )
+    return rows.with_columns(keys.select("session_key", "stream_kind", "sidechain_root", "ord"))
+
+
+def _store_tool_calls(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """_tool_calls over the store's records_full and batch_parts, as its table `batch_tool_calls`."""
+    calls = sql.frame(con, "tool_calls")
+    sql.register(con, "store_calls", calls.with_row_index("store_row"))
+    store.copy(
+        "batch_tool_calls",
+        "select c.* exclude (call_part_index, store_row) replace ("
+        "coalesce(c.input, p.tool_input) as input, coalesce(c.result_native, r.tool_use_result) as result_native) "
+        "from store_calls as c "
+        "left join batch_parts as p on p.session_key = c.session_key and p.record_id = c.call_record_id "
+        "and p.part_index = c.call_part_index "
+        "left join records_full as r on r.session_key = c.session_key and r.record_id = c.result_record_id "
+        "order by c.store_row",
+    )
+    con.unregister("store_calls")
+
+
+def _read_text(lines: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+    """`lines` with the text of the rejected lines and of each file's first line only (copied, so
+    that the slice's text buffer is not kept alive by them); null elsewhere."""
+    rejected = pl.struct("file_idx", "line").is_in(rejects.select(pl.struct("file_idx", "line")).to_series().implode())
+    kept = lines.filter(rejected | (pl.col("line") == 1)).select("file_idx", "line", text=pl.concat_str("text", pl.lit("")))
+    return lines.drop("text").join(kept, on=["file_idx", "line"], how="left", maintain_order="left").select(lines.columns)
 
 
 def chunk_ends(observations: pl.DataFrame, spans: pl.DataFrame, target: int) -> pl.Series:
@@ -386,7 +507,9 @@ def _pass2(
     files_frame: pl.DataFrame,
     foreign: pl.Series,
     files: list[Stream],
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    store: Store | None = None,
+    keys: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, pl.DataFrame | None, pl.DataFrame]:
     """Pass 2 of the core: number_faults, records_full (with its texts), parts, source_lines and the
     rejects, run once per chunk (chunk_ends) over the chunk's observations, lines and rejects, and
     concatenated into the frames one run over the whole batch gives (sorted by each one's order).
@@ -394,7 +517,13 @@ def _pass2(
     A chunk's observations are `classified`'s rows of its ords, in the frame's order; each record is
     in the chunk of its live observations (record_table, materialized before, relates the records
     across chunks). A line belongs to the chunk of its observations (line_chunks); a line without any
-    (rejected, or of a foreign file) to the last chunk."""
+    (rejected, or of a foreign file) to the last chunk.
+
+    With a `store`, a chunk's observations are read from it (`keys`: the narrow frame's keys of
+    them, _stored_chunk), and its records, parts and source lines go to it, as the tables
+    `records_pieces`, `parts_pieces` and `source_lines_pieces`, a run each chunk (sorted as the frame's
+    rows), read as `records_full`, `batch_parts` and `batch_source_lines` (in another order than the
+    frames'; Store.merged gives theirs); None is returned for those frames."""
     last = ends.len() - 1
     pieces: list[list[pl.DataFrame]] = [[], [], [], [], []]
     if last > 0:
@@ -404,20 +533,28 @@ def _pass2(
         # restored, unchanged, for the steps after pass 2
         for name in ("observation_index", "record_table"):
             con.execute(f'alter table "{name}" rename to "{name}_whole"')
+    if store is not None:
+        con.execute("drop view classified")  # over the store; each chunk's rows are registered instead
     first = 1
     for chunk, end in enumerate(ends):
-        if last == 0:  # one chunk: the batch's frames as they are
+        if last == 0 and store is None:  # one chunk: the batch's frames as they are
             part, part_rows, part_lines, part_rejects = classified, rows_by_ord, lines, rejects
         else:
             # the chunk's rows of classified in the frame's order, and the row of each of its ords
-            part = classified.gather(rows_by_ord.slice(first - 1, end - first + 1).sort())
+            if store is None:
+                part = classified.gather(rows_by_ord.slice(first - 1, end - first + 1).sort())
+            else:
+                part = _stored_chunk(store, keys.gather(rows_by_ord.slice(first - 1, end - first + 1).sort()))
             part_rows = part.get_column("ord").arg_sort()
-            part_lines, part_rejects = lines.filter(lines_of == chunk), rejects.filter(rejects_of == chunk)
-            for name, key in (("observation_index", "ord"), ("record_table", "first_ord")):
-                con.execute(
-                    f'create or replace temp table "{name}" as select * from "{name}_whole" where {key} between ? and ?',
-                    [first, end],
-                )
+            if last == 0:  # a store's one chunk
+                part_lines, part_rejects = lines, rejects
+            else:
+                part_lines, part_rejects = lines.filter(lines_of == chunk), rejects.filter(rejects_of == chunk)
+                for name, key in (("observation_index", "ord"), ("record_table", "first_ord")):
+                    con.execute(
+                        f'create or replace temp table "{name}" as select * from "{name}_whole" where {key} between ? and ?',
+                        [first, end],
+                    )
         sql.register(con, "classified", part)
         sql.register(con, "batch_lines", part_lines)
         sql.register(con, "batch_rejects", part_rejects)
@@ -429,10 +566,17 @@ def _pass2(
         sql.flush(con)
         records = _with_texts(sql.frame(con, "records_full"), part, part_rows, first)
         sql.flush(con)
-        pieces[1].append(records)
-        pieces[2].append(_parts(con, records))
+        parts = _parts(con, records)
         sql.flush(con)
-        pieces[3].append(_source_lines(con, part, part_rows, first))
+        source_lines = _source_lines(con, part, part_rows, first)
+        if store is None:
+            pieces[1].append(records)
+            pieces[2].append(parts)
+            pieces[3].append(source_lines)
+        else:
+            for table, frame in (("records_pieces", records), ("parts_pieces", parts), ("source_lines_pieces", source_lines)):
+                store.append(table, frame)
+        del records, parts, source_lines
         pieces[4].append(_rejects_out(part_lines, part_rejects, files_frame, foreign if chunk == last else foreign.clear(), files))
         first = end + 1
     del part, part_rows, part_lines, part_rejects
@@ -440,12 +584,17 @@ def _pass2(
         for name in ("observation_index", "record_table"):
             con.execute(f'drop table "{name}"')
             con.execute(f'alter table "{name}_whole" rename to "{name}"')
+    con.unregister("classified")
     orders = (
         ("session_key", "source_file", "line", "field"),  # number_faults.sql's order by (ties: in one line)
-        ("session_key", "seq"),  # records_full.sql's order by
+        RECORDS_ORDER,
         sql.sorted_by("parts"),
         sql.sorted_by("source_lines_out"),
     )
+    if store is not None:
+        for table, name in (("records_full", "records"), ("batch_parts", "parts"), ("batch_source_lines", "source_lines")):
+            con.execute(f'create or replace temp view "{table}" as select * from {name}_pieces')
+        pieces[1:4] = [[None], [None], [None]]
     frames = [
         chunks[0] if len(chunks) == 1 else pl.concat(chunks, rechunk=True).sort(order, nulls_last=True, maintain_order=True)
         for chunks, order in zip(pieces[:4], orders)
@@ -573,16 +722,19 @@ def _gathered(
 
 
 def _rebuild_from_progress(
-    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, narrow: pl.DataFrame, files_frame: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    con: duckdb.DuckDBPyConnection,
+    observations: pl.DataFrame | None,
+    narrow: pl.DataFrame,
+    files_frame: pl.DataFrame,
+    store: Store | None,
+) -> tuple[pl.DataFrame | None, pl.DataFrame, pl.DataFrame]:
     """Rebuild subagent streams whose transcript is absent from their agent_progress copies.
 
     Each rebuilt stream reads as a virtual file: its objects keep the parent's line numbers,
     with positions prefixed `agent_progress:`, and its records say where they came from. The copies
-    are read from the wide observations (their JSON); the rebuilt objects, decoded and classified,
-    are added to the wide and to the narrow frame.
+    are read from the wide observations (their JSON, registered as `observations`); the rebuilt
+    objects, decoded and classified, are added to the wide frame (or the store) and to the narrow one.
     """
-    sql.register(con, "observations", observations)
     copies = sql.frame(con, "progress_copies")
     if copies.is_empty():
         return observations, narrow, files_frame
@@ -617,15 +769,18 @@ def _rebuild_from_progress(
     ).cast(OBJECT_SCHEMA)
     sql.register(con, "batch_files", files_frame)
     rebuilt = _classified(_observe(con, objects))
+    if store is not None:
+        return None, pl.concat([narrow, _store_wide(store, rebuilt)]), files_frame
     return pl.concat([observations, rebuilt]), pl.concat([narrow, _narrow(rebuilt)]), files_frame
 
 
 def _split_sidechains(
-    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame, narrow: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    con: duckdb.DuckDBPyConnection, observations: pl.DataFrame | None, narrow: pl.DataFrame
+) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """Move inline 1.0.x sidechain objects into one stream per sidechain root: the roots are found in
     the narrow frame (sql/sidechain_roots.sql), and the session_key and stream_kind of those objects
-    change in the wide and in the narrow frame alike (the wide one also keeps the root)."""
+    change in the wide and in the narrow frame alike (the wide one also keeps the root). Without a
+    wide frame (a store's batch), the narrow frame keeps the root for the stored rows."""
     sql.register(con, "narrow_observations", narrow)
     roots = sql.frame(con, "sidechain_roots")
     con.unregister("narrow_observations")
@@ -646,6 +801,8 @@ def _split_sidechains(
             .drop("root_uuid")
         )
 
+    if observations is None:
+        return None, split(narrow, sidechain_root=root)
     return split(observations, sidechain_root=root), split(narrow)
 
 
