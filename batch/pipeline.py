@@ -46,11 +46,13 @@ FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 # 48 MiB at once peak at 1.1 to 1.2 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
-# Peak memory of one session converted alone: at most about BASE + FACTOR x its input. Single
-# sessions of 256, 513 and 1,026 MiB peaked at 1,651 to 1,824, 3,102 to 3,114 and 6,418 MiB
-# (docs/performance.md, "One large session"): FACTOR keeps a margin above the highest of them.
+# Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
+# memory; a session larger than claude_code.STORE_BYTES keeps its wide rows in a store, and peaks
+# at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,139 to 1,197
+# and 1,796 MiB (docs/performance.md, "One large session"), and the estimates keep a margin above.
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
+STORED_MEMORY_BASE = 1 << 30
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
@@ -952,6 +954,8 @@ def _size(n: int) -> str:
 
 def large_session_memory(size: int) -> int:
     """Peak memory, about, of converting one session group of `size` bytes alone."""
+    if size > claude_code.STORE_BYTES:
+        return STORED_MEMORY_BASE + size
     return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
 
 

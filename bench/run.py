@@ -295,7 +295,7 @@ def large_session(archive: Path, out: Path, size_mb: float, args: argparse.Names
     need, available = large_session_memory(int(size_mb * (1 << 20))), available_memory()
     if available is not None and need > available:
         print(f"session   one session of {size_mb:g} MiB: skipped, it needs about {need >> 20:,} MiB "
-              f"(batch/pipeline.py BATCH_MEMORY_FACTOR) and {available >> 20:,} MiB are available")
+              f"(batch/pipeline.py large_session_memory) and {available >> 20:,} MiB are available")
         return {"mib": size_mb, "skipped": "not enough memory", "needed_mib": need >> 20,
                 "available_mib": available >> 20}
     source = ROOT / "bench" / "archive" / f"session-{size_mb:g}-from-{archive.name}"

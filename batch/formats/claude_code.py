@@ -10,6 +10,12 @@ whose transcript is absent are rebuilt from agent_progress copies (wide). The re
 into the chunks of pass 2 (chunk_ends), each of which folds its observations into records, parts and
 source lines (_pass2). The other SQL files then run over the whole batch; the result is the batch's
 frames of the core and fact tables and of the work tables the final stage reads.
+
+A batch larger than STORE_BYTES keeps its wide rows in a store (formats/store.py) instead: pass 1
+writes each chunk's classified observations there and keeps the narrow frame alone, pass 2 reads
+each chunk's observations back and writes its records, parts and source lines there, the other
+statements read them as views over the store's files, and the large output tables are handed over
+a piece at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import polars as pl
 from batch import slices, sql
 from batch.formats.base import Converted
 from batch.formats.lines import LineChunks, concat_lines
-from batch.formats.store import STORE_BYTES, Store
+from batch.formats.store import Store
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
@@ -46,6 +52,9 @@ PART_SLICE_BYTES = 64 << 20
 # live observations are on both sides (chunk_ends; docs/performance.md, "Chunked sessions: the plan").
 # An ordinary batch is one chunk.
 PASS2_CHUNK_BYTES = 64 << 20
+# A batch whose streams hold more bytes than this, more than a chunk of pass 2, keeps its wide rows in
+# a store (formats/store.py) instead of frames held to its end (docs/performance.md, "The store").
+STORE_BYTES = PASS2_CHUNK_BYTES
 
 # records_full.sql's order by
 RECORDS_ORDER = ("session_key", "seq")
@@ -169,7 +178,7 @@ def convert(
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     files_frame = streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    # a batch larger than a chunk of pass 2 keeps its wide rows in DuckDB tables (formats/store.py)
+    # a batch larger than a chunk of pass 2 keeps its wide rows in a store (formats/store.py)
     store = Store(con) if sum(f.size for f in files) > STORE_BYTES else None
     lines, observations, narrow, rejects, line_counts = _pass1(con, reader, store)
 

@@ -1,13 +1,15 @@
 """Where the wide rows of a large batch wait between the converter's passes.
 
-A batch larger than STORE_BYTES (in practice one session group larger than a batch) would hold its
-whole text several times over in Polars frames: the decoded observations from pass 1 until the
-end, and every chunk's records and parts from pass 2 until the fact tables have read them. With a
-store, those rows are written to Parquet files in a folder of the connection's temporary directory
-as each chunk makes them, and only narrow frames stay in memory. Each stored table is a temporary
-view over its files, so the statements read it by the same name as the frame it replaces, and DuckDB
-reads from the files only the columns and row groups a statement needs. The folder is removed with
-the store.
+A batch larger than claude_code.STORE_BYTES (in practice one session group larger than a batch)
+would hold its whole text several times over in Polars frames: the decoded observations from pass 1
+until the end, and every chunk's records and parts from pass 2 until the fact tables have read
+them. With a store, those rows are written to Parquet files in a folder of the connection's
+temporary directory as each chunk makes them, and only narrow frames stay in memory. Each stored
+table is a temporary view over its files, so the statements read it by the same name as the frame
+it replaces, and DuckDB reads from the files only the columns and row groups a statement needs;
+its memory limit is lowered while the store is open, so that its sorts and joins spill. The large
+output tables are read back a piece at a time, sorted by merging the chunks' runs. The folder is
+removed with the store.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ import pyarrow.parquet as pq
 
 from batch.write import WRITE_SLICE_BYTES
 
-# Batches whose streams hold more bytes than this keep their wide rows in a store.
-STORE_BYTES = 64 << 20
 # DuckDB's memory limit while a store is open, so that its sorts and joins over the stored tables
 # spill to the temporary directory instead of holding them (sql.release resets it).
 STORE_MEMORY = 768 << 20
