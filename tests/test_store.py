@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import random
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -97,3 +98,56 @@ def test_a_store_limits_duckdb_memory_until_release(con):
     assert con.sql("select current_setting('memory_limit')").fetchall()[0][0] == limited
     sql.release(con)
     assert con.sql("select current_setting('memory_limit')").fetchall()[0][0] == default
+
+
+def converted(files, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
+    """claude_code.convert of `files` with the module constants given, each table as one frame."""
+    from batch import sql
+    from batch.formats import claude_code
+
+    saved = {name: getattr(claude_code, name) for name in constants}
+    try:
+        for name, value in constants.items():
+            setattr(claude_code, name, value)
+        con = duckdb.connect()
+        con.execute("set temp_directory = $path", {"path": tempfile.mkdtemp()})
+        sql.define_macros(con)
+        result = claude_code.convert(con, files, tool_result_files=set())
+        tables = {
+            name: rows if isinstance(rows, pl.DataFrame) else pl.concat(list(rows), how="vertical")
+            for name, rows in result.tables.items()
+        }
+        return tables, result.inputs, result.skipped
+    finally:
+        for name, value in saved.items():
+            setattr(claude_code, name, value)
+
+
+def test_hostile_streams_convert_alike_with_a_store():
+    # the lines a store's batch keeps the text of (rejected lines, each file's first), recovered `}{`
+    # lines, a foreign file, a BOM, invalid UTF-8, lines after the last newline, a stream that fails
+    # mid-file: every table is the same, row for row and in order, with a store and chunks of a few
+    # KiB as without
+    from conftest import CORPUS
+    from test_lines import STREAMS, stream
+
+    session = (CORPUS / "marot-spotter" / "short.jsonl").read_bytes()
+    lines = session.split(b"\n")
+    glued = b"\n".join([*lines[:5], lines[5] + lines[6], *lines[7:]])  # a `}{` line
+    files = [
+        *STREAMS,
+        stream("session.jsonl", session),
+        stream("glued.jsonl", glued),
+        stream("truncated.jsonl", session[: len(session) // 2 + 7]),
+        stream("pretty.jsonl", b'{\n  "type": "user",\n  "uuid": "x"\n}\n'),
+    ]
+    plain = converted(files)
+    stored = converted(files, STORE_BYTES=0, PASS2_CHUNK_BYTES=1 << 12)
+    assert stored[1:] == plain[1:]
+    assert stored[0].keys() == plain[0].keys()
+    # (a timestamp read back from a store's file names its zone UTC, where DuckDB's frame says
+    # Etc/UTC: the same instants, and the same type once written in the table's schema)
+    utc = pl.col(pl.Datetime("us", "Etc/UTC")).dt.convert_time_zone("UTC")
+    for name, frame in plain[0].items():
+        assert_frame_equal(stored[0][name].with_columns(utc), frame.with_columns(utc), check_row_order=True)
+    assert plain[0]["rejects"].height > 3 and plain[0]["records"].height > 10
