@@ -92,7 +92,8 @@ def convert_cmd(
         int,
         typer.Option(
             "--batch-mb", min=1,
-            help="Input MiB per batch; a larger session is a batch of its own. Memory grows with workers x batch size.",
+            help="Input MiB per batch; a larger session is a batch of its own. Memory grows with workers x batch size; "
+            "a batch of more than 64 MiB keeps its text in temporary files instead.",
         ),
     ] = DEFAULT_BATCH_BYTES >> 20,
     workers: Annotated[
