@@ -1021,7 +1021,10 @@ def _convert_batch(
 ) -> _Batch:
     with _connect(workers, spill=output.spill) as con, stop.watch(con):
         fault("batch", stop.event)
-        return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
+        try:
+            return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
+        finally:
+            sql.unhold()  # a batch that failed before its release lets the others run their statements
 
 
 def _convert_batch_on(
