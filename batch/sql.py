@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -100,10 +101,23 @@ def held(name: str) -> bool:
     return _HOLD.search(load(name)) is not None
 
 
+@contextmanager
+def holds() -> Iterator[None]:
+    """Within it, this thread's batch holds (`hold`) from a file that says `-- hold: until release`;
+    the hold ends at `release` or at the end of the block. Elsewhere (a converter called on its own)
+    such a file does not hold."""
+    _holding.allowed = True
+    try:
+        yield
+    finally:
+        _holding.allowed = False
+        unhold()
+
+
 def hold() -> None:
     """Run the large statements of this thread's batch alone until `unhold` (or `release`): other
-    threads wait before their next one."""
-    if not getattr(_holding, "on", False):
+    threads wait before their next one. Only within `holds`."""
+    if getattr(_holding, "allowed", False) and not getattr(_holding, "on", False):
         _ONE_LARGE.acquire()
         _holding.on = True
 

@@ -201,19 +201,19 @@ def test_a_hold_keeps_the_large_statements_of_other_threads_until_the_release(mo
         cached.cache_clear()
     con = duckdb.connect()
     try:
-        assert sql.frame(con, "plain").item() == 2 and _free_elsewhere()  # no hold
-        assert sql.frame(con, "held").item() == 1
-        assert not _free_elsewhere()
-        assert sql.frame(con, "held").item() == 1 and sql.frame(con, "plain").item() == 2  # the holder runs on
-        assert not _free_elsewhere()
-        sql.release(con)
-        assert _free_elsewhere()
-        sql.materialize(con, "held")  # a temporary table holds too
-        assert not _free_elsewhere()
-        sql.unhold()
-        assert _free_elsewhere()
+        assert sql.frame(con, "held").item() == 1 and _free_elsewhere()  # outside `holds`: no hold
+        with sql.holds():
+            assert sql.frame(con, "plain").item() == 2 and _free_elsewhere()  # no hold
+            assert sql.frame(con, "held").item() == 1
+            assert not _free_elsewhere()
+            assert sql.frame(con, "held").item() == 1 and sql.frame(con, "plain").item() == 2  # the holder runs on
+            assert not _free_elsewhere()
+            sql.release(con)
+            assert _free_elsewhere()
+            sql.materialize(con, "held")  # a temporary table holds too
+            assert not _free_elsewhere()
+        assert _free_elsewhere()  # the end of `holds` ends it
     finally:
-        sql.unhold()
         for cached in (sql.large, sql.held, sql.sorted_by):
             cached.cache_clear()
 
