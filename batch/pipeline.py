@@ -1023,7 +1023,9 @@ def _convert_batch(
     units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
     stop: _Stop,
 ) -> _Batch:
-    with _connect(workers, spill=output.spill) as con, stop.watch(con):
+    # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
+    # that fails before its release ends its hold on the way out)
+    with _connect(workers, spill=output.spill) as con, stop.watch(con), sql.holds():
         fault("batch", stop.event)
         return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
 

@@ -5,7 +5,8 @@ Its header names the relations it reads (`-- reads: a, b`): other files of sql/,
 registers on the connection (`register`). `order` derives the order of the files from those headers.
 The files may call the macros of sql/macros/, which `define_macros` creates on a connection first.
 A file whose result and working memory are large next to its batch says so (`-- result: large`):
-`frame` fetches it without a second copy of the rows, and runs one such statement at a time. A file
+`frame` fetches it without a second copy of the rows, and runs one such statement at a time. From a
+file that says `-- hold: until release` on, a batch runs those statements alone until `release`. A file
 may declare the order of its rows instead of ending in ORDER BY (`-- order: a, b`, see `sorted_by`).
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -65,7 +67,12 @@ _LARGE = re.compile(r"^--\s*result:[ \t]*large[ \t]*$", re.MULTILINE)
 _ORDER = re.compile(r"^--\s*order:[ \t]*(.*)$", re.MULTILINE)
 # Held while a statement with a large result runs (`frame`): batches converted at once (one
 # connection each) do not reach their largest statements at the same time.
-_ONE_LARGE = threading.Lock()
+# A batch holds it from the statement of a file with `-- hold: until release` (records_full) to its
+# `release`: then neither the other batch's largest statements nor its envelope decode meet this
+# batch's frames at their largest (docs/performance.md, "The default peak with two batches").
+_ONE_LARGE = threading.RLock()
+_HOLD = re.compile(r"^--\s*hold:[ \t]*until release[ \t]*$", re.MULTILINE)
+_holding = threading.local()
 
 
 def names() -> list[str]:
@@ -86,6 +93,40 @@ def reads(name: str) -> tuple[str, ...]:
 def large(name: str) -> bool:
     """Whether sql/<name>.sql declares a large result (`-- result: large`)."""
     return _LARGE.search(load(name)) is not None
+
+
+@cache
+def held(name: str) -> bool:
+    """Whether sql/<name>.sql holds the large statements from its run until `release` (`-- hold: until release`)."""
+    return _HOLD.search(load(name)) is not None
+
+
+@contextmanager
+def holds() -> Iterator[None]:
+    """Within it, this thread's batch holds (`hold`) from a file that says `-- hold: until release`;
+    the hold ends at `release` or at the end of the block. Elsewhere (a converter called on its own)
+    such a file does not hold."""
+    _holding.allowed = True
+    try:
+        yield
+    finally:
+        _holding.allowed = False
+        unhold()
+
+
+def hold() -> None:
+    """Run the large statements of this thread's batch alone until `unhold` (or `release`): other
+    threads wait before their next one. Only within `holds`."""
+    if getattr(_holding, "allowed", False) and not getattr(_holding, "on", False):
+        _ONE_LARGE.acquire()
+        _holding.on = True
+
+
+def unhold() -> None:
+    """Let the other threads run large statements again, if this thread holds them (`hold`)."""
+    if getattr(_holding, "on", False):
+        _holding.on = False
+        _ONE_LARGE.release()
 
 
 @cache
@@ -158,10 +199,11 @@ def defined(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the temporary tables and views of `con` (registered frames included, which drops the
-    references to them), then make DuckDB return the memory it keeps for reuse."""
+    references to them), then make DuckDB return the memory it keeps for reuse, and end a `hold`."""
     for name, kind in _relations(con, "temporary"):
         con.execute(f'drop {kind} if exists "{name}"')
     con.execute("reset memory_limit")  # a store's limit (formats/store.py) ends with it; this flushes too
+    unhold()
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
@@ -190,8 +232,11 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     to Arrow: two copies of the rows at once. A statement whose result is large (`-- result: large`)
     is therefore run as a relation, whose query writes Arrow itself; binding it twice costs less
     than that copy. One such statement runs at a time in the process, so that two batches' largest
-    statements do not add up (docs/performance.md, "Peak memory of two batches").
+    statements do not add up (docs/performance.md, "Peak memory of two batches"); a file that says
+    `-- hold: until release` starts a `hold`.
     """
+    if held(name):
+        hold()
     try:
         if not large(name):
             result = pl.from_arrow(con.execute(load(name), params or {}).to_arrow_table())
@@ -205,7 +250,9 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
 
 
 def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
-    """Run sql/<name>.sql into a temporary table of the same name."""
+    """Run sql/<name>.sql into a temporary table of the same name (a `hold` as in `frame`)."""
+    if held(name):
+        hold()
     try:
         con.execute(f'create or replace temp table "{name}" as\n' + _statement(name), params or {})
     except duckdb.Error as exc:

@@ -7,6 +7,7 @@
 -- columns alone; this file reads those two observations of each record.
 -- reads: observation_keys, record_table
 -- result: large
+-- hold: until release
 -- the wide text columns stay out of these two: the native JSON (of the latest observation) and
 -- toolUseResult (of the first) are named by ord and joined from `classified` by the pipeline
 with first_obs as (

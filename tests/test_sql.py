@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import duckdb
 import pytest
+from conftest import SID, TEXT, assistant, uid, user, write_jsonl
 
+import batch
 from batch import sql
+from batch.formats import claude_code
 from batch.errors import SqlError
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
@@ -168,6 +172,67 @@ def test_the_json_integer_rule_is_spelled_once(name):
 
 def test_the_statements_with_large_results_are_declared_in_their_headers():
     assert {name for name in sql.names() if sql.large(name)} == {"observations", "parts", "records_full", "tool_calls"}
+
+
+def test_records_full_alone_holds_the_large_statements_until_the_release():
+    assert {name for name in sql.names() if sql.held(name)} == {"records_full"}
+
+
+def _free_elsewhere() -> bool:
+    """Whether another thread can take the lock of the large statements now (and gives it back)."""
+    result = []
+
+    def probe() -> None:
+        took = sql._ONE_LARGE.acquire(blocking=False)
+        if took:
+            sql._ONE_LARGE.release()
+        result.append(took)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+def test_a_hold_keeps_the_large_statements_of_other_threads_until_the_release(monkeypatch):
+    texts = {"held": "-- reads:\n-- result: large\n-- hold: until release\nselect 1 as x\n", "plain": "-- reads:\nselect 2 as x\n"}
+    monkeypatch.setattr(sql, "load", lambda name: texts[name])
+    for cached in (sql.large, sql.held, sql.sorted_by):
+        cached.cache_clear()
+    con = duckdb.connect()
+    try:
+        assert sql.frame(con, "held").item() == 1 and _free_elsewhere()  # outside `holds`: no hold
+        with sql.holds():
+            assert sql.frame(con, "plain").item() == 2 and _free_elsewhere()  # no hold
+            assert sql.frame(con, "held").item() == 1
+            assert not _free_elsewhere()
+            assert sql.frame(con, "held").item() == 1 and sql.frame(con, "plain").item() == 2  # the holder runs on
+            assert not _free_elsewhere()
+            sql.release(con)
+            assert _free_elsewhere()
+            sql.materialize(con, "held")  # a temporary table holds too
+            assert not _free_elsewhere()
+        assert _free_elsewhere()  # the end of `holds` ends it
+    finally:
+        for cached in (sql.large, sql.held, sql.sorted_by):
+            cached.cache_clear()
+
+
+def test_a_batch_that_fails_after_its_hold_lets_the_others_run(monkeypatch, tmp_path):
+    # the hold starts at records_full; the batch fails after it, before its release
+    folder = tmp_path / "projects" / "-home-user-project"
+    write_jsonl(folder / f"{SID}.jsonl", [user(uid(1), None, "hello"), assistant(uid(2), uid(1), "msg_1", [TEXT])])
+
+    def failing(*args, **kwargs):
+        assert not _free_elsewhere()  # held here
+        raise ZeroDivisionError
+
+    monkeypatch.setattr(claude_code, "_tool_calls", failing)
+    with pytest.raises(ZeroDivisionError):
+        batch.convert([folder], tmp_path / "out")
+    # taken by this thread, alive throughout (a new thread can have the ident of the batch's, ended)
+    assert sql._ONE_LARGE.acquire(blocking=False)
+    sql._ONE_LARGE.release()
 
 
 def test_a_large_result_is_the_same_frame_as_a_direct_execution(monkeypatch):
