@@ -43,7 +43,7 @@ BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 # Peak memory grows with workers x batch size (see docs/performance.md): two batches of
-# 48 MiB at once peak at 1.1 to 1.2 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
+# 48 MiB at once peak at 0.9 to 1.0 GiB; larger batches are no faster, 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
