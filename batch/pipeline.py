@@ -48,8 +48,8 @@ DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
 # memory; a session larger than claude_code.STORE_BYTES keeps its wide rows in a store, and peaks
-# at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,139 to 1,197
-# and 1,796 MiB (docs/performance.md, "One large session"), and the estimates keep a margin above.
+# at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,082 to 1,197
+# and 1,716 to 1,810 MiB (docs/performance.md, "One large session"); the estimates keep a margin above.
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30

@@ -263,12 +263,7 @@ def convert(
         sql.register(con, "batch_tool_calls", tables["tool_calls"])
         per_file = dict(tables["source_lines"].group_by("source_file").len().iter_rows())
     else:  # the same relations over the store; its large tables are read back a piece at a time, sorted
-        con.execute(
-            "create or replace temp view classified as "
-            "select w.* exclude (wide_row, content) replace (k.session_key as session_key, k.stream_kind as stream_kind, "
-            "k.sidechain_root as sidechain_root), k.ord, case when w.is_compact_summary then w.content end as summary_content "
-            "from wide as w join store_keys as k using (wide_row)"
-        )
+        _stored_classified(con, summary_content=True)
         _store_tool_calls(con, store)
         tables = {
             "number_faults": number_faults,
@@ -418,10 +413,19 @@ def _store_classified(con: duckdb.DuckDBPyConnection, narrow: pl.DataFrame) -> N
     stream_kind and sidechain root of the sidechain split, and ord) and define `classified` over the
     store's `wide` rows with them, as the wide frame would be."""
     sql.register(con, "store_keys", narrow.select("wide_row", "session_key", "stream_kind", "sidechain_root", "ord"))
+    _stored_classified(con, summary_content=False)
+
+
+def _stored_classified(con: duckdb.DuckDBPyConnection, *, summary_content: bool) -> None:
+    """The view `classified` of a store's observations (`wide` joined with `store_keys`); with
+    `summary_content`, as the statements after pass 2 read it: message.content on compact summaries
+    alone (see convert)."""
+    content = ", case when w.is_compact_summary then w.content end as summary_content" if summary_content else ""
     con.execute(
         "create or replace temp view classified as "
-        "select w.* exclude (wide_row) replace (k.session_key as session_key, k.stream_kind as stream_kind, "
-        "k.sidechain_root as sidechain_root), k.ord from wide as w join store_keys as k using (wide_row)"
+        f"select w.* exclude (wide_row{', content' if summary_content else ''}) replace (k.session_key as session_key, "
+        f"k.stream_kind as stream_kind, k.sidechain_root as sidechain_root), k.ord{content} "
+        "from wide as w join store_keys as k using (wide_row)"
     )
 
 

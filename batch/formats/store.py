@@ -104,10 +104,6 @@ class Store:
             index = part.to_frame("run").select(pl.col("run").replace_strict(begins, return_dtype=pl.Int64) + rank)
             yield pl.concat(frames).gather(index.to_series())
 
-    def frame(self, query: str, params: list | None = None) -> pl.DataFrame:
-        """The result of `query` (over the stored tables and the registered frames) as one frame."""
-        return pl.from_arrow(self.con.sql(query, params=params).to_arrow_table())
-
     def read(self, table: str) -> Iterator[pl.DataFrame]:
         """The rows of `table` in the order they were stored, as frames of about MERGE_BYTES each."""
         for path in self.files.get(table, []):
