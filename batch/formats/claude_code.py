@@ -604,16 +604,17 @@ def _pass2(
         sql.sorted_by("parts"),
         sql.sorted_by("source_lines_out"),
     )
+    rejects_out = pieces[4][0] if last == 0 else pl.concat(pieces[4]).sort("source_file", "line", nulls_last=False, maintain_order=True)
     if store is not None:
         for table, name in (("records_full", "records"), ("batch_parts", "parts"), ("batch_source_lines", "source_lines")):
             con.execute(f'create or replace temp view "{table}" as select * from {name}_pieces')
-        pieces[1:4] = [[None], [None], [None]]
-    frames = [
-        chunks[0] if len(chunks) == 1 else pl.concat(chunks, rechunk=True).sort(order, nulls_last=True, maintain_order=True)
-        for chunks, order in zip(pieces[:4], orders)
-    ]
-    rejects_out = pieces[4][0] if last == 0 else pl.concat(pieces[4]).sort("source_file", "line", nulls_last=False, maintain_order=True)
-    return (*frames, rejects_out)
+        return _in_order(pieces[0], orders[0]), None, None, None, rejects_out
+    return (*(_in_order(chunks, order) for chunks, order in zip(pieces[:4], orders)), rejects_out)
+
+
+def _in_order(chunks: list[pl.DataFrame], order: tuple[str, ...]) -> pl.DataFrame:
+    """The chunks' frames of one statement as one frame, sorted by its order (ties in chunk order)."""
+    return chunks[0] if len(chunks) == 1 else pl.concat(chunks, rechunk=True).sort(order, nulls_last=True, maintain_order=True)
 
 
 def _chunk_of_lines(frame: pl.DataFrame, line_chunks: pl.DataFrame, last: int) -> pl.Series:
