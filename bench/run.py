@@ -339,12 +339,14 @@ def code_version() -> str:
 
 
 # Step profiler, run in a child process: times every SQL file (batch.sql.frame / materialize),
-# every Parquet write and every helper function of batch.pipeline, with the peak RSS of each step
+# every Parquet write, every helper function of batch.pipeline and the steps of the Claude Code
+# converter and of the line reader, with the peak RSS of each step
 # (Linux: VmHWM, reset before each step through /proc/self/clear_refs).
 PROFILER = r"""
 import collections, inspect, sys, time
 from pathlib import Path
 import batch.pipeline as P, batch.sql as S, batch.write as W
+import batch.formats.claude_code as C, batch.formats.lines as L
 
 def status():
     out = {}
@@ -392,9 +394,13 @@ S.materialize = timed(lambda con, name, *a, **k: f"sql/{name}.sql (temp table)",
 W.Output.write = timed(lambda self, table, *a, **k: f"write {table.name}", W.Output.write)
 W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W.Output.write_work)
 W.Output.commit = timed(lambda self: "commit", W.Output.commit)
-for name, fn in list(vars(P).items()):
-    if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and name != "convert":
-        setattr(P, name, timed(lambda *a, n=name, **k: n + "()", fn))
+W.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", W.PartWriter.append)
+# the pipeline's helpers, the steps of the Claude Code converter and of the line reader (not the
+# sha256, which runs on a thread of its own beside the other steps)
+for module in (P, C, L):
+    for name, fn in list(vars(module).items()):
+        if inspect.isfunction(fn) and fn.__module__ == module.__name__ and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
+            setattr(module, name, timed(lambda *a, n=name, m=module.__name__.rsplit(".", 1)[1], **k: f"{m}.{n}()", fn))
 
 archive, out, batch_mb = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 kwargs = {"batch_bytes": batch_mb << 20} if batch_mb else {}
