@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -798,6 +799,23 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
 # ---------------------------------------------------------------------------------------------
 # 11. Subagents
 # ---------------------------------------------------------------------------------------------
+
+
+def test_arrow_allocates_from_jemalloc_or_the_system_unless_told(src, out, monkeypatch):
+    # pyarrow's default pool (mimalloc) kept each worker's pages: the conversion sets another, and
+    # leaves the one ARROW_DEFAULT_MEMORY_POOL names
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    previous = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        batch.convert([src], out)
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+        batch.convert([src], out)
+        assert pa.default_memory_pool().backend_name in ("jemalloc", "system")
+    finally:
+        pa.set_memory_pool(previous)
 
 
 def test_nested_subagent_is_linked_to_the_spawning_call(src, out):
