@@ -395,12 +395,13 @@ W.Output.write = timed(lambda self, table, *a, **k: f"write {table.name}", W.Out
 W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W.Output.write_work)
 W.Output.commit = timed(lambda self: "commit", W.Output.commit)
 W.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", W.PartWriter.append)
-# the pipeline's helpers, the steps of the Claude Code converter and of the line reader (not the
-# sha256, which runs on a thread of its own beside the other steps)
+# the functions the pipeline, the Claude Code converter and the line reader call (named by their
+# module), but not the sha256, which runs on a thread of its own beside the other steps
 for module in (P, C, L):
     for name, fn in list(vars(module).items()):
-        if inspect.isfunction(fn) and fn.__module__ == module.__name__ and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
-            setattr(module, name, timed(lambda *a, n=name, m=module.__name__.rsplit(".", 1)[1], **k: f"{m}.{n}()", fn))
+        if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
+            label = f"{fn.__module__.removeprefix('batch.')}.{fn.__name__}()"
+            setattr(module, name, timed(lambda *a, label=label, **k: label, fn))
 
 archive, out, batch_mb = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 kwargs = {"batch_bytes": batch_mb << 20} if batch_mb else {}
