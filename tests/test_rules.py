@@ -796,11 +796,6 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     assert pl.read_parquet(out / "records" / "*.parquet").height == 4
 
 
-# ---------------------------------------------------------------------------------------------
-# 11. Subagents
-# ---------------------------------------------------------------------------------------------
-
-
 def test_arrow_allocates_from_jemalloc_or_the_system_unless_told(src, out, monkeypatch):
     # pyarrow's default pool (mimalloc) kept each worker's pages: the conversion sets another, and
     # leaves the one ARROW_DEFAULT_MEMORY_POOL names
@@ -816,6 +811,11 @@ def test_arrow_allocates_from_jemalloc_or_the_system_unless_told(src, out, monke
         assert pa.default_memory_pool().backend_name in ("jemalloc", "system")
     finally:
         pa.set_memory_pool(previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Subagents
+# ---------------------------------------------------------------------------------------------
 
 
 def test_nested_subagent_is_linked_to_the_spawning_call(src, out):
