@@ -54,6 +54,8 @@ DEFAULT_WORKERS = 2
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30
+
+
 @dataclass
 class ConvertResult:
     """What a conversion wrote."""
@@ -994,7 +996,7 @@ def _arrow_pool() -> None:
     """Make Arrow allocate from jemalloc (the system allocator where pyarrow has no jemalloc), unless
     ARROW_DEFAULT_MEMORY_POOL names a pool. pyarrow's default, mimalloc, keeps the pages of the
     Parquet writes and casts of each worker thread: two batches at once peaked about 80 MiB higher
-    with it, at the same CPU seconds (docs/performance.md, "Arrow's allocator instead of the hold")."""
+    with it, at the same CPU seconds (docs/performance.md, "Arrow's allocator")."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
     try:

@@ -88,7 +88,7 @@ class Store:
         ) if files else pl.DataFrame({"run": []}, schema={"run": pl.Int32})
         runs = keys.sort(order, nulls_last=True, maintain_order=True).get_column("run")
         del keys
-        window = max(1, MERGE_BYTES * max(1, runs.len()) // max(1, sum(path.stat().st_size for path in files)))
+        window = _rows_per_frame(runs.len(), sum(path.stat().st_size for path in files))
         taken = [0] * len(files)  # rows of each run already read
         for start in range(0, runs.len(), window):
             part = runs.slice(start, window)
@@ -108,6 +108,11 @@ class Store:
         """The rows of `table` in the order they were stored, as frames of about MERGE_BYTES each."""
         for path in self.files.get(table, []):
             rows = pq.read_metadata(path).num_rows
-            window = max(1, MERGE_BYTES * max(1, rows) // max(1, path.stat().st_size))
+            window = _rows_per_frame(rows, path.stat().st_size)
             for start in range(0, rows, window):
                 yield pl.scan_parquet(path).slice(start, window).collect()
+
+
+def _rows_per_frame(rows: int, size: int) -> int:
+    """How many of `rows` rows stored in `size` bytes make a frame of about MERGE_BYTES (at least one)."""
+    return max(1, MERGE_BYTES * max(1, rows) // max(1, size))
