@@ -18,8 +18,9 @@ demo: $(STAMP)
 	@echo "Example: tokens per model, with how many responses lack a final usage report"
 	$(BIN)/asr-batch sql out "select model, count(*) as inferences, sum(output_total_tokens) as output_tokens, count(*) filter (where not usage_complete) as incomplete from inferences group by model order by inferences desc"
 
+# the suite in up to four processes (pytest-xdist); `$(BIN)/python -m pytest` runs it in one
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --floor --session-mb 1024
