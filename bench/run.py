@@ -11,10 +11,11 @@ of `asr-batch convert ARCHIVE --out OUT --quiet` run as a subprocess; their rati
 peak RSS of the convert process alone (measured by a small wrapper process, so the DuckDB scan
 of this process does not count). With --floor it also times the least work of any converter that
 hashes its inputs and keeps every line's JSON (see `floor`) and the convert's ratio to it, in wall
-and CPU seconds, and the writing of the convert's own output once more (see `output_writes`). Then incremental re-runs over the output (`rerun`): with nothing changed; with 1%
-of the sessions grown by one line (every 100th main transcript by path; as Claude Code appends to
-a live transcript); then with the 1% of the main transcripts modified last grown the same way;
-each as a share of the full convert. With --session-mb, one session of that size built from the archive
+and CPU seconds, and the writing of the convert's own output once more (see `output_writes`).
+Then incremental re-runs over the output (`rerun`): with nothing changed; with 1% of the sessions
+grown by one line (every 100th main transcript by path; as Claude Code appends to a live
+transcript); then with the 1% of the main transcripts modified last grown the same way; each as a
+share of the full convert. With --session-mb, one session of that size built from the archive
 (bench/session.py), converted alone, with its peak RSS. The figures are also written to
 bench/results/.
 
