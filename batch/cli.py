@@ -20,6 +20,7 @@ from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, 
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
 from batch.version import VERSION
+from batch.watch import WATCH_DEBOUNCE_MS, watch_and_convert
 from batch import query as q
 from batch.catalog import built_root, open_catalog, refresh_catalog
 
@@ -37,7 +38,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-_options = {"debug": False}
+_options = {"debug": False, "caught": {}}
 
 
 @app.callback()
@@ -118,22 +119,53 @@ def convert_cmd(
             "not only their size and modification time.",
         ),
     ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Drop the sessions of OUT whose sources are gone (deleted, moved away or not given this time); "
+            "by default OUT keeps them.",
+        ),
+    ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help=f"After converting, watch the sources and convert again {WATCH_DEBOUNCE_MS / 1000:g} s after they "
+            "last changed, until Ctrl-C or SIGTERM.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")] = False,
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb.
 
-    Over a previous output, sessions whose files kept their size and modification time are reused, and only the others are converted again.
+    Over a previous output, sessions whose files kept their size and modification time are reused, and only the
+    others are converted again. Sessions OUT holds whose sources are gone are kept (--prune drops them), so OUT
+    keeps every session it was ever given.
     """
     paths = list(sources) if sources else ([] if entire or entire_events else [default_source()])
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
-    with _progress(quiet) as progress:
-        result = convert(
+
+    def run(progress=None) -> ConvertResult:
+        return convert(
             paths, out, entire=list(entire or ()), entire_events=list(entire_events or ()),
             all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
-            workers=workers, full=full, verify=verify, progress=progress, warn=warn,
+            workers=workers, full=full, verify=verify, prune=prune, progress=progress, warn=warn,
         )
-    if not quiet:
-        typer.echo(_summary(result))
+
+    def first() -> None:
+        with _progress(quiet) as progress:
+            result = run(progress)
+        if not quiet:
+            typer.echo(_summary(result))
+
+    if not watch:
+        first()
+        return
+    watch_and_convert(
+        paths + list(entire or ()) + list(entire_events or ()), run, echo=typer.echo, quiet=quiet,
+        stopped=lambda: "signum" in _options["caught"], first=first,
+    )
 
 
 @app.command("sql")
@@ -254,6 +286,9 @@ def _summary(r: ConvertResult) -> str:
         f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  losses {t['losses']}",
         *([_entire_summary(r.manifest["entire"])] if "entire" in r.manifest else []),
         *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
+        *_kept_summary(r.manifest["reuse"]),
+        *([f"  replaced the earlier lines of {len(r.manifest['replaced'])} rewritten or removed files "
+           "(manifest.json `replaced`)"] if r.manifest.get("replaced") else []),
         f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
     ]
     return "\n".join(lines)
@@ -269,6 +304,16 @@ def _reuse_summary(reuse: dict) -> str:
         f"  reused {reuse['session_groups_reused']} unchanged sessions ({reuse['inputs_reused']} files, by {checked}); "
         f"converted {reuse['session_groups_converted']}{grown} (--full converts all)"
     )
+
+
+def _kept_summary(reuse: dict) -> list[str]:
+    """The sessions the output keeps, or dropped, whose sources this run did not find."""
+    lines = []
+    if reuse.get("session_groups_kept"):
+        lines.append(f"  kept {reuse['session_groups_kept']} sessions whose sources are gone (--prune drops them)")
+    if reuse.get("session_groups_pruned"):
+        lines.append(f"  pruned {reuse['session_groups_pruned']} sessions whose sources are gone")
+    return lines
 
 
 def _entire_summary(entire: dict) -> str:
@@ -302,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     """
     _options["debug"] = False
     caught: dict[str, int] = {}
+    _options["caught"] = caught
     previous = _catch_signals(caught)
     try:
         code = app(args=argv, standalone_mode=False)

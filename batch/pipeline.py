@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -29,7 +30,9 @@ from batch.sources.claude_code import Discovery, discover, head_unchanged, units
 from batch.sources.git import is_repository
 from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output, PartWriter, conform, fault, forget_manifest, read_state
+from batch.write import (
+    WORK, Output, PartWriter, conform, fault, forget_manifest, lock_output, read_state, state_unreadable,
+)
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
@@ -100,6 +103,7 @@ def convert(
     workers: int | None = None,
     full: bool = False,
     verify: bool = False,
+    prune: bool = False,
     progress: Callable[[int, int], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
@@ -117,15 +121,38 @@ def convert(
     are reused (their parts, or their rows carved out of a batch they shared with a changed group)
     and only the others converted (`batch/reuse.py`); `verify` also compares their
     SHA-256, `full` converts everything. The result is the same as a full conversion's.
+    The session groups of the previous output that `sources` no longer provide (files deleted,
+    folders moved away, inputs not given this time) are kept as they are, and `sessions` says
+    their source is gone; `prune` drops them instead. Only one run writes `out` at a time: a
+    second one waits for the first (`warn` says so).
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
+    # refused before the lock file is made beside `out`: an output that is, holds or lies in an input
+    given = [*sources, *entire_events, *(p for p in entire if is_repository(p))]  # else discovery says what is wrong
+    _check_apart([_git_folder(p) if is_repository(p) else p.resolve() for p in given], out)
+    with lock_output(out, warn):
+        return _convert(
+            sources, out, entire=entire, entire_events=entire_events, all_checkpoints=all_checkpoints,
+            batch_bytes=batch_bytes, workers=workers, full=full, verify=verify, prune=prune, progress=progress,
+            warn=warn,
+        )
+
+
+def _convert(
+    sources: list[Path], out: Path, *, entire, entire_events, all_checkpoints: bool, batch_bytes: int,
+    workers: int | None, full: bool, verify: bool, prune: bool, progress, warn,
+) -> ConvertResult:
     started = time.perf_counter()
+    read_at = _now()
     _arrow_pool()
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
-    previous = None if full else read_state(out)
-    known = previous.get("heads") if previous and not verify else None
+    # (and, even with --full, which groups the output holds: those no input provides are kept)
+    previous = read_state(out)
+    if previous is None and not prune:
+        _check_keepable(out)
+    known = previous.get("heads") if previous and not (verify or full) else None
     known = known if isinstance(known, dict) else None
-    known_events = previous.get("event_heads") if previous and not verify else None
+    known_events = previous.get("event_heads") if previous and not (verify or full) else None
     known_events = known_events if isinstance(known_events, dict) else None
     found_all = _discover(
         sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known, known_events=known_events
@@ -142,7 +169,8 @@ def convert(
         key = reuse.run_key(found.tool_result_files)
         imports_key = entire_checkpoint.run_key(found_all.imports)
         owners_fp = reuse.fingerprints(found_all.units)
-        plan = reuse.plan(found_all.units, previous, key=key, current=owners_fp)
+        options = {"key": key, "current": owners_fp, "prune": prune, "full": full}
+        plan = reuse.plan(found_all.units, previous, **options)
         state = previous
         # a batch whose parts are no longer all there (removed by hand) is converted again
         missing = {
@@ -154,7 +182,8 @@ def convert(
         if verify and plan.reused:
             missing |= _unverified(plan, found_all.units)
         if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
-            missing |= {owner for b, _ in plan.carved for owner in b["groups"]}
+            # (but for a batch holding kept groups: they cannot be converted again)
+            missing |= {owner for b, _ in plan.carved if not plan.kept & b["groups"].keys() for owner in b["groups"]}
         # The batches to carve, and those holding a group re-run as a delta (`_deltas`), are split by
         # group first (key columns only); a batch whose rows cannot all be told apart by group is
         # dropped, with every batch sharing a group with it, and their groups are converted again.
@@ -162,9 +191,10 @@ def convert(
         keys = _session_owners(previous)
         while True:
             if missing:
+                _check_kept(out, previous, missing, plan.kept)
                 state = reuse.without(previous, missing)
-                plan = replace(reuse.plan(found_all.units, state, key=key, current=owners_fp), complete=False)
-            growing = {} if verify else _growing(plan, state, found, found_all.units, owners_fp, batch_bytes)
+                plan = replace(reuse.plan(found_all.units, state, **options), complete=False)
+            growing = {} if verify or full else _growing(plan, state, found, found_all.units, owners_fp, batch_bytes)
             touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
             bad = set()
             for b in [*touched, *(b for b, _ in plan.carved)]:
@@ -178,7 +208,8 @@ def convert(
         # nothing changed (every batch reused, the imports' run-level rows the same): the final stage
         # and what the manifest reports of it are the previous run's. The previous manifest was parsed
         # when the output was found to be ours: taken now, else not held while batches are converted.
-        final_reused = plan.complete and previous.get("imports") == imports_key
+        # ... and the same groups' sources were found as in the previous run (`sessions.source_present`)
+        final_reused = plan.complete and previous.get("imports") == imports_key and _present(previous) == set(owners_fp)
         previous_manifest = output.previous_manifest() if final_reused else None
         forget_manifest()
         used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
@@ -189,12 +220,15 @@ def convert(
             delta_batches, dropped, delta_summary = _deltas(
                 output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop
             )
+        # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
+        # group that is still there): named in the manifest with the lines the previous output held
+        replaced = _replaced(output, state, found, {u.owner for u in plan.units} - plan.kept, owners_fp)
         plan = replace(plan, units=[u for u in plan.units if u.owner not in growing])
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
         # its parts (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
         carved_batches = []
         for old in touched:
-            same = frozenset(o for o, fp in old["groups"].items() if owners_fp.get(o) is not None and owners_fp[o] == fp)
+            same = frozenset(o for o, fp in old["groups"].items() if reuse.unchanged(o, fp, owners_fp, plan.kept))
             carved = _carve(output, old, splits[old["part"]], same, old["part"], dropped=dropped, growing=growing)
             if carved is not None:
                 carved_batches.append(carved)
@@ -281,19 +315,28 @@ def convert(
                 raise
         fault("batches")
         run_frames = _run_frames(found_all.imports)
+        if previous is not None and not prune:
+            _keep_run_rows(output, run_frames)
         for name, count in _write_source_parts(output, run_frames, reuse.part_id(())).items():
             counts[name] = counts.get(name, 0) + count
         inputs.sort(key=lambda i: i["path"])
+        reads = _reads(previous, owners_fp, converting, plan.kept, read_at)
+        state_batches.sort(key=lambda b: b["part"])
         reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
         summary = {
             "previous_output": previous is not None,
-            "session_groups_reused": len({o for b in [*plan.reused, *carved_batches] for o in b["groups"]} - converting),
+            "session_groups_reused": len(
+                {o for b in [*plan.reused, *carved_batches] for o in b["groups"]} - converting - plan.kept
+            ),
             "session_groups_converted": len(converting),
             "inputs_reused": reused_inputs,
             "inputs_converted": len(inputs) - reused_inputs,
             "verified": bool(verify and plan.reused),
             # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
             "final_stage": "reused" if final_reused else "run",
+            # groups the previous output holds whose sources this run was not given: kept, or pruned
+            **({"session_groups_kept": len(plan.kept)} if plan.kept else {}),
+            **({"session_groups_pruned": len(plan.pruned)} if plan.pruned else {}),
             # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
             **({"deltas": delta_summary} if delta_summary else {}),
         }
@@ -301,17 +344,20 @@ def convert(
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
-            manifest = {**previous_manifest, "skipped": _skipped(skipped), "reuse": summary}
+            manifest = {**previous_manifest, "skipped": _skipped(skipped), "reuse": summary, "replaced": []}
         else:
+            sources_read = _SourceReads(reads, _session_owners({"batches": state_batches}))
             with _connect(spill=output.spill) as con:
-                final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames)
+                final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames, sources_read)
             counts.update(final_counts)
             manifest = _manifest(
                 found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
             )
+            manifest["kept"] = _kept(state_batches, reads)
+            manifest["replaced"] = replaced
         output.write_state({
             "run_key": key, "imports": imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
-            "batches": sorted(state_batches, key=lambda b: b["part"]),
+            "batches": state_batches, "reads": reads,
         })
         output.write_manifest(manifest)
         output.commit()
@@ -699,7 +745,7 @@ def _growing(
     names = {f.name for f in found.files}
     shared = {
         o for b in batches_before
-        if any(current.get(u) is not None and current[u] == fp for u, fp in b["groups"].items())
+        if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b["groups"].items())
         for o in b["groups"]
     }
     growing = {}
@@ -1112,9 +1158,41 @@ def _run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.Da
     return frames
 
 
+# The rows sources give once per run (Entire's scans), by the column that names what they describe:
+# a previous output's rows that this run's scans do not give again (a repository not given this
+# time, a checkpoint pruned from one) are kept, as the session groups read from them are.
+# The scans' losses are kept the same way, by category and detail (which names the checkpoint).
+RUN_ROW_KEYS = {
+    "checkpoints": ["checkpoint_id"], "checkpoint_sessions": ["checkpoint_id"], "checkpoint_commits": ["commit_id"],
+    "vcs_events": ["commit_id"], "losses": ["category", "detail"],
+}
+
+
+def _keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None:
+    """Add to `frames` the previous output's run-level rows whose key this run's scans do not give."""
+    run_part = f"part-{reuse.part_id(())}.parquet"
+    for name, key in RUN_ROW_KEYS.items():
+        if name == "losses":  # the scans' losses are a work part of their own (`_write_source_parts`)
+            files = [output.out / WORK / SOURCE_LOSSES / run_part]
+        elif TABLES_BY_NAME[name].stage == "batch":
+            files = [output.out / name / run_part]
+        else:
+            files = sorted((output.out / name).glob("part-*.parquet"))
+        files = [f for f in files if f.is_file() and not f.is_symlink() and pq.read_metadata(f).num_rows]
+        if not files:
+            continue
+        before = pl.concat([pl.read_parquet(f) for f in files])
+        given = pl.concat([f.select(key) for f in frames.get(name, [])]) if frames.get(name) else before.clear().select(key)
+        kept = before.join(given.unique(), on=key, how="anti", nulls_equal=True)
+        if kept.height:
+            frames.setdefault(name, []).append(kept)
+
+
 def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
     """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
-    more part after the batches' parts."""
+    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
+    if frames.get("losses"):
+        output.write_work(SOURCE_LOSSES, pl.from_arrow(_cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and frames.get(table.name):
@@ -1122,8 +1200,166 @@ def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], i
     return counts
 
 
+def _now() -> str:
+    """This moment in UTC, as the state and the manifest write it (ISO 8601, microseconds)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _present(state: dict | None) -> set[str] | None:
+    """The groups whose sources the run that wrote `state` found (None when it does not say)."""
+    reads = (state or {}).get("reads")
+    if not isinstance(reads, dict):
+        return None
+    return {o for o, r in reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
+
+
+def _reads(
+    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str
+) -> dict[str, list]:
+    """Per group of the new output: [when its source was last read, whether this run found it].
+    A group converted now was read now; a reused or kept one keeps the time the state records
+    (None when an earlier state did not record it)."""
+    before = (previous or {}).get("reads")
+    before = before if isinstance(before, dict) else {}
+
+    def last(owner: str) -> str | None:
+        r = before.get(owner)
+        return r[0] if isinstance(r, list) and r and isinstance(r[0], str) else None
+
+    reads = {o: [read_at if o in converting else last(o), True] for o in current}
+    reads.update((o, [last(o), False]) for o in kept)
+    return dict(sorted(reads.items()))
+
+
+@dataclass
+class _SourceReads:
+    """Whether each session's source was found by this run, and when it was last read: the
+    `sessions` columns `source_present` and `source_last_read_at`, by the session's group."""
+
+    reads: dict[str, list]  # `_reads`
+    key_owner: dict[str, str]  # the group of each session among the inputs (`_session_owners`)
+
+    def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
+        key = pl.col("session_key")
+        known = list(self.reads)
+        nested = key.str.split("/").list.first()
+        owner = (
+            key.replace_strict(self.key_owner, default=None, return_dtype=pl.String)
+            .fill_null(pl.when(key.is_in(known)).then(key))
+            .fill_null(pl.when(nested.is_in(known)).then(nested))
+        )
+        present = {o: r[1] for o, r in self.reads.items()}
+        at = {o: r[0] for o, r in self.reads.items()}
+        return sessions.with_columns(
+            source_present=owner.replace_strict(present, default=None, return_dtype=pl.Boolean),
+            source_last_read_at=owner.replace_strict(at, default=None, return_dtype=pl.String)
+            .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"),
+        )
+
+
+def _kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
+    """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
+    last read from (the manifest's `inputs` still list them) and when."""
+    gone = {o for o, (_, present) in reads.items() if not present}
+    files: dict[str, set[str]] = {}
+    for b in state_batches:
+        for owner in gone & b["groups"].keys():
+            files.setdefault(owner, set()).update(name for name, *_ in b["groups"][owner] or [])
+    paths = {}
+    for b in state_batches:
+        for i in b["inputs"]:
+            for owner, names in files.items():
+                if i["path"] in names:
+                    paths.setdefault(owner, set()).add(i["path"])
+    return [
+        {"session_key": o, "source_last_read_at": reads[o][0], "inputs": sorted(paths.get(o, ()))}
+        for o in sorted(gone)
+    ]
+
+
+def _replaced(
+    output: Output, state: dict | None, found: Discovery, owners: set[str], current: dict[str, list | None]
+) -> list[dict]:
+    """The files of the previous output, among the groups `owners` converted again, whose earlier
+    lines are not all in them any more: gone while their group is still there, shorter than
+    before, or whose first bytes (as many as the previous run read) have another SHA-256 than the
+    one recorded. Each with the lines the previous output held of it (`source_lines`)."""
+    if not state or not owners:
+        return []
+    paths = {f.name: f.path for f in found.files}
+    recorded = {i["path"]: i.get("sha256") for b in state.get("batches", []) for i in b["inputs"]}
+    before = {o: fp for b in state.get("batches", []) for o, fp in b["groups"].items() if o in owners}
+    found_replaced = {}
+    for owner, fp in sorted(before.items()):
+        if current.get(owner) is None:
+            continue
+        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list) and len(e) == 4}
+        for entry in fp or []:
+            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int)):
+                continue  # a Git object or an events file: not a file read by its bytes
+            name, size = entry[0], entry[1]
+            if name not in now:
+                found_replaced[name] = "gone"
+            elif now[name][1] < size:
+                found_replaced[name] = "rewritten"
+            elif now[name][:3] != entry[:3] and paths.get(name) is not None:
+                if recorded.get(name) is None or _prefix_sha256(paths[name], size) != recorded[name]:
+                    found_replaced[name] = "rewritten"
+    if not found_replaced:
+        return []
+    lines = dict(
+        pl.scan_parquet(output.out / "source_lines" / "*.parquet")
+        .filter(pl.col("source_file").is_in(list(found_replaced)))
+        .group_by("source_file").len().collect().iter_rows()
+    ) if (output.out / "source_lines").is_dir() else {}
+    return [
+        {"path": name, "reason": reason, "lines_before": int(lines.get(name, 0))}
+        for name, reason in sorted(found_replaced.items()) if lines.get(name)
+    ]
+
+
+def _prefix_sha256(path: Path, size: int) -> str | None:
+    """The SHA-256 of the first `size` bytes of a file; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while size > 0:
+                block = f.read(min(size, 1 << 20))
+                if not block:
+                    return None
+                digest.update(block)
+                size -= len(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
+    """Refuse a run that would have to convert again groups whose sources are gone (their batch's
+    parts were removed by hand, or its rows cannot be told apart by group)."""
+    lost = reuse.spread(previous.get("batches", []), missing) & kept
+    if lost:
+        raise OutputError(
+            f"{out}: the part files holding {len(lost)} sessions whose sources are gone (such as {min(lost)}) are "
+            "missing or do not match its _reuse.json, and those sessions cannot be converted again. Restore the "
+            "output's files, or convert again with --prune to drop the sessions whose sources are gone."
+        )
+
+
+def _check_keepable(out: Path) -> None:
+    """Refuse to replace an output of ours whose reuse state this version cannot read: the sessions
+    it holds whose sources are gone could not be kept."""
+    if state_unreadable(out):
+        raise OutputError(
+            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version, so the "
+            "sessions it holds whose sources are gone cannot be kept. Convert into a new --out, or convert again "
+            "with --prune to rebuild it from the current inputs only."
+        )
+
+
 def _finalize(
-    con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]]
+    con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
+    sources_read: _SourceReads,
 ) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
     # The final stage reads the batches' parts of the output and work tables (as views of their
     # Parquet files) and builds the final tables from them, in the order of the files' headers.
@@ -1146,10 +1382,11 @@ def _finalize(
         if name in MANIFEST_RELATIONS:
             continue
         frame = con.table(name).pl()
+        if name == "sessions":
+            frame = sources_read.columns(frame)
         if name == "losses":
             # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
             extra = [pl.read_parquet(source_losses)] if source_losses else []
-            extra += run_frames.get(name, [])
             if extra:
                 frame = pl.from_arrow(_cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
                     "session_key", "category", "detail", nulls_last=False, maintain_order=True

@@ -9,6 +9,10 @@ still there with the same fingerprint. A batch that holds both such groups and c
 ones is carved: the unchanged groups' rows are taken out of its parts into parts of their own
 (batch/pipeline.py), and only the changed groups are converted again, in new batches.
 
+A group that the previous output holds and that this run's inputs no longer provide (its files
+deleted, its folder moved away, its input not given this time) is kept: its rows are reused as an
+unchanged group's are, and the output says its source is gone (`Plan.kept`). Only `prune` drops it.
+
 A group whose files only grew (`grown`) may instead be re-run as a delta (batch/pipeline.py
 `_deltas`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
 rows then span several batches of the state, each listing the group with its current fingerprint;
@@ -60,6 +64,8 @@ class Plan:
     # batches of the previous state that also hold changed or removed groups, each with the owners of
     # its unchanged groups, whose rows are carved out of its parts instead of being converted again
     carved: list[tuple[dict, frozenset[str]]] = field(default_factory=list)
+    kept: frozenset[str] = frozenset()  # groups of the previous output this run's inputs no longer provide
+    pruned: frozenset[str] = frozenset()  # such groups dropped (`prune`)
 
     def batches(self) -> list[list[Unit]]:
         """The units to convert, in two sets: new or changed groups, then the unchanged groups that
@@ -69,17 +75,31 @@ class Plan:
         return [fresh, [u for u in self.units if u.owner not in self.changed]] if fresh else [list(self.units)]
 
 
-def plan(units: list[Unit], previous: dict | None, *, key: str, current: dict[str, list | None] | None = None) -> Plan:
+def plan(
+    units: list[Unit], previous: dict | None, *, key: str, current: dict[str, list | None] | None = None,
+    prune: bool = False, full: bool = False,
+) -> Plan:
     """Split `units` into the previous batches that can be reused and the units to convert
-    (`current`: the units' `fingerprints`, when computed already)."""
-    if previous is None or previous.get("run_key") != key:
-        return Plan([], list(units), False)
+    (`current`: the units' `fingerprints`, when computed already).
+
+    The previous output's groups that no unit provides are kept (reused as they are), unless
+    `prune`. With `full`, or when the persisted tool results present changed (`key`), every group
+    a unit provides is converted again; the kept groups are still reused."""
     current = fingerprints(units) if current is None else current
+    if previous is None:
+        return Plan([], list(units), False)
+    full = full or previous.get("run_key") != key
     reused, carved, taken = [], [], set()
     batches = previous.get("batches", [])
+    before = {owner: fp for batch in batches for owner, fp in batch["groups"].items()}
+    # a group no unit provides, none of whose files is in another group now (a file classified
+    # anew, a session become another's subagent, is converted again where it is)
+    names = {e[0] for fp in current.values() for e in fp or []}
+    gone = frozenset(o for o in before.keys() - current.keys() if not any(e[0] in names for e in before[o] or []))
+    kept = frozenset() if prune else gone
     for batch in batches:
         groups = batch["groups"]
-        same = frozenset(o for o, fp in groups.items() if current.get(o) is not None and current[o] == fp)
+        same = frozenset(o for o, fp in groups.items() if unchanged(o, fp, current, kept) and not (full and o not in kept))
         if groups and len(same) == len(groups):
             reused.append(batch)
             taken.update(groups)
@@ -87,16 +107,27 @@ def plan(units: list[Unit], previous: dict | None, *, key: str, current: dict[st
             carved.append((batch, same))
             taken.update(same)
     rest = [u for u in units if u.owner not in taken]
-    before = {owner: fp for batch in batches for owner, fp in batch["groups"].items()}
-    changed = frozenset(u.owner for u in rest if current[u.owner] is None or before.get(u.owner) != current[u.owner])
-    return Plan(reused, rest, not rest and not carved and len(reused) == len(batches), changed, carved)
+    changed = frozenset(
+        u.owner for u in rest if full or current[u.owner] is None or before.get(u.owner) != current[u.owner]
+    )
+    complete = not rest and not carved and len(reused) == len(batches)
+    return Plan(reused, rest, complete, changed, carved, kept, gone - kept)
 
 
-def unverified(reused: list[dict], digests: dict[str, str]) -> set[str]:
-    """Owners of reused batches whose files' SHA-256 (`digests`, by input path) differ from those recorded."""
+def unchanged(owner: str, fp: object, current: dict[str, list | None], kept: frozenset[str]) -> bool:
+    """Whether a group of the previous output stays as it is: its fingerprint is the same, or it is kept."""
+    return owner in kept or (current.get(owner) is not None and current[owner] == fp)
+
+
+def unverified(reused: list[dict], digests: dict[str, str], kept: frozenset[str] = frozenset()) -> set[str]:
+    """Owners of reused batches whose files' SHA-256 (`digests`, by input path) differ from those
+    recorded; the inputs of a batch holding `kept` groups (whose files are gone) are compared where
+    they were read."""
     changed = set()
     for batch in reused:
         recorded = {i["path"]: i.get("sha256") for i in batch["inputs"]}
+        if kept & batch["groups"].keys():
+            recorded = {path: sha for path, sha in recorded.items() if path in digests}
         if any(digests.get(path) != sha for path, sha in recorded.items()):
             changed.update(batch["groups"])
     return changed

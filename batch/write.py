@@ -338,6 +338,65 @@ def read_state(out: Path) -> dict | None:
     return state if state.get("layout") == STATE_LAYOUT else None
 
 
+def state_unreadable(out: Path) -> bool:
+    """Whether `out` is an output of ours whose reuse state this version cannot read (none, another
+    version's or layout's, not JSON)."""
+    try:
+        out = out.resolve()
+        return _manifest_tables(out) is not None and read_state(out) is None
+    except (OSError, RuntimeError):
+        return False
+
+
+LOCK_SUFFIX = ".asr-lock"
+
+
+@contextlib.contextmanager
+def lock_output(out: Path, warn=None):
+    """Hold the lock of the output folder `out` for a whole run: a file `.<out>.asr-lock` beside
+    it, locked with flock (the folder itself is swapped, so it cannot hold the lock), removed at
+    the end. A second run on the same output waits until the first has swapped its output in
+    (`warn` says so), then reads that output: no run's update is lost."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    out = out.resolve()
+    path = out.with_name(f".{out.name}{LOCK_SUFFIX}")
+    told = False
+    while True:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot create its lock file {path} ({exc.strerror}). Pass a writable --out.") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                if warn and not told:
+                    warn(f"another asr-batch run ({holder}) is writing {out}; waiting for it to finish.")
+                    told = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            # the file we locked is still the one at `path` (a run that ended removed its own)
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                break
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)  # closing the file releases the lock
+
+
 def fault(step: str, event: threading.Event | None = None) -> None:
     """Kill this process at `step`, or stall there for a minute, when the test hook asks for it."""
     asked = os.environ.get(FAULT_ENV)

@@ -13,7 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import batch
-from conftest import CORPUS, read_tables
+from conftest import CORPUS, read_tables, timeless
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_rerun_gives_identical_tables(converted, tmp_path):
     second = read_tables(out)
     for name, frame in first.items():
         keys = [c for c in frame.columns if frame.schema[c] != pl.List(pl.String)]
-        assert_frame_equal(frame.sort(keys), second[name].sort(keys), check_row_order=True)
+        assert_frame_equal(timeless(frame.sort(keys)), timeless(second[name].sort(keys)), check_row_order=True)
 
 
 def test_real_evidence_versions_are_the_corpus_versions(converted):
@@ -271,7 +271,7 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
     files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
     assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     for name in files:
-        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
         assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
     # the writes were sliced: a part of records holds several row groups
     assert max(pq.ParquetFile(p).num_row_groups for p in (out / "records").glob("*.parquet")) > 1
@@ -320,7 +320,7 @@ def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatc
     files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
     assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     for name in files:
-        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
         assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
 
 
@@ -355,7 +355,7 @@ def test_a_store_changes_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: p
     files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
     assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
     for name in files:
-        assert_frame_equal(pl.read_parquet(out / name), pl.read_parquet(corpus_out / name), check_row_order=True)
+        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
         assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
 
 

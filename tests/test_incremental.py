@@ -112,7 +112,8 @@ def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
     else:
         with (sample / SUBAGENT).open("a", encoding="utf-8") as f:
             f.write("\n")
-    batch.convert([sample], out, batch_bytes=1)
+    # a deleted session is kept unless pruned (tests/test_archive.py): pruned, it is as if never given
+    batch.convert([sample], out, batch_bytes=1, prune=change == "delete_session")
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["final_stage"] == "run"
     if change == "delete_session":
@@ -149,7 +150,7 @@ def test_a_batch_mixing_a_changed_group_with_unchanged_ones_converts_only_the_ch
             f.write("\n")
     else:
         (sample / VIEWER).unlink()
-    batch.convert([sample], out)
+    batch.convert([sample], out, prune=change == "delete_session")
     summary = assert_same_as_full(sample, out, tmp_path)
     if change == "delete_session":
         assert (summary["session_groups_reused"], summary["session_groups_converted"]) == (groups - 1, 0)
@@ -215,7 +216,10 @@ def test_a_state_of_another_layout_reuses_nothing(sample, tmp_path, layout):
     else:
         saved["layout"] = layout
     (out / "_reuse.json").write_text(json.dumps(saved))
-    batch.convert([sample], out)
+    # the sessions whose sources are gone could not be kept: refused, unless they may go
+    with pytest.raises(OutputError, match="--prune"):
+        batch.convert([sample], out)
+    batch.convert([sample], out, prune=True)
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["session_groups_reused"] == 0 and summary["final_stage"] == "run"
 
@@ -484,7 +488,7 @@ def test_a_group_growing_twice_spans_three_batches_and_is_then_carved_out_of_all
         path.write_text("".join(lines[:-3]), encoding="utf-8")
     else:
         path.unlink()
-    batch.convert([sample], out)
+    batch.convert([sample], out, prune=then == "remove")
     summary = assert_same_as_full(sample, out, tmp_path)
     assert "deltas" not in summary
     assert len(_holders(out, VIEWER_SID)) == (1 if then == "shrink" else 0)

@@ -309,8 +309,14 @@ def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path):
             "projects/proj/locked": "folder cannot be read (Permission denied)",
             "projects/proj/44444444-4444-4444-8444-444444444444.jsonl": "cannot be read (Permission denied)",
         }
+        # the sessions read before are kept, their sources not read this time
         assert sorted(i["path"] for i in manifest["inputs"]) == [
-            f"projects/proj/{SID}.jsonl", f"projects/proj/{SID2}.jsonl"
+            f"projects/proj/{SID}.jsonl", f"projects/proj/{SID2}.jsonl", "projects/proj/44444444-4444-4444-8444-444444444444.jsonl",
+            "projects/proj/locked/33333333-3333-4333-8333-333333333333.jsonl",
+        ]
+        assert [k["inputs"] for k in manifest["kept"]] == [
+            ["projects/proj/locked/33333333-3333-4333-8333-333333333333.jsonl"],
+            ["projects/proj/44444444-4444-4444-8444-444444444444.jsonl"],
         ]
     finally:
         (src / "locked").chmod(0o755)

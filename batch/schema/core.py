@@ -62,6 +62,12 @@ SESSIONS = Table(
         _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
         _c("meta", JSON, "_meta of the stream: for an Entire checkpoint, io.entire/checkpoint names the checkpoint "
            "read (and io.entire/tool_use_id the spawning call of a tasks/ subagent); null for files", json=True),
+        _c("source_present", BOOL, "whether the run that wrote this output found the session's source (its files, or "
+           "its checkpoint): false for a session kept from an earlier run after its source was deleted, moved away "
+           "or not given again (`--prune` drops those); null when the session belongs to no session group"),
+        _c("source_last_read_at", TS, "when the run that last read the session's source, converting it, started (UTC); "
+           "a session reused unchanged keeps the time of the run that converted it; null when an earlier version "
+           "wrote it"),
     ),
     stage="final",
 )

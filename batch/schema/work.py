@@ -22,7 +22,9 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
         [*_without(INFERENCE_OBSERVATIONS.schema, "is_selected"), pa.field("stream_ord", I64)]
     ),
     # one row per stream of a batch, before cross-batch lineage: sql/session_streams.sql
-    "session_streams": pa.schema(_without(SESSIONS.schema, "parent_session_key", "is_async")),
+    "session_streams": pa.schema(
+        _without(SESSIONS.schema, "parent_session_key", "is_async", "source_present", "source_last_read_at")
+    ),
     # one row per native fact tying a stream to another: sql/lineage_evidence.sql
     "lineage_evidence": pa.schema(
         [pa.field(n, STR) for n in ("child_session_key", "relation", "parent_session_key", "call_id", "role", "source")]
