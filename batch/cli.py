@@ -104,6 +104,14 @@ def convert_cmd(
             help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
         ),
     ] = None,
+    memory_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-mb", min=64, show_default=False,
+            help="DuckDB's memory limit per batch, in MiB. Default: 768 for a batch of more than 64 MiB, else "
+            "DuckDB's own (80% of the machine's memory). A session that does not fit is a declared loss.",
+        ),
+    ] = None,
     full: Annotated[
         bool,
         typer.Option(
@@ -151,6 +159,7 @@ def convert_cmd(
             paths, out, entire=list(entire or ()), entire_events=list(entire_events or ()),
             all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
             workers=workers, full=full, verify=verify, prune=prune, progress=progress, warn=warn,
+            memory_bytes=memory_mb << 20 if memory_mb else None,
         )
 
     def first() -> None:
@@ -311,6 +320,9 @@ def _kept_summary(reuse: dict) -> list[str]:
     lines = []
     if reuse.get("session_groups_kept"):
         lines.append(f"  kept {reuse['session_groups_kept']} sessions whose sources are gone (--prune drops them)")
+    if reuse.get("session_groups_not_converted"):
+        lines.append(f"  not converted: {reuse['session_groups_not_converted']} sessions that need more memory than "
+                     "this run may use (losses memory.session_not_converted; --memory-mb raises it)")
     if reuse.get("session_groups_pruned"):
         lines.append(f"  pruned {reuse['session_groups_pruned']} sessions whose sources are gone")
     return lines

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from batch import reuse, sql
 from batch.errors import OutputError, SourceError
 from batch.formats import claude_code, entire_checkpoint, entire_events
+from batch.formats.store import STORE_MEMORY
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
@@ -57,6 +58,9 @@ DEFAULT_WORKERS = 2
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30
+# Decoding one line's JSON (sql/observations.sql) held up to about this many times the line's size
+# in DuckDB: a 40 MB line did not fit in 768 MiB, nor a 100 MB line in 4 GiB (README, "Limits").
+LINE_MEMORY_FACTOR = 40
 
 
 @dataclass
@@ -104,6 +108,7 @@ def convert(
     full: bool = False,
     verify: bool = False,
     prune: bool = False,
+    memory_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
@@ -133,14 +138,14 @@ def convert(
     with lock_output(out, warn):
         return _convert(
             sources, out, entire=entire, entire_events=entire_events, all_checkpoints=all_checkpoints,
-            batch_bytes=batch_bytes, workers=workers, full=full, verify=verify, prune=prune, progress=progress,
-            warn=warn,
+            batch_bytes=batch_bytes, workers=workers, full=full, verify=verify, prune=prune, memory=memory_bytes,
+            progress=progress, warn=warn,
         )
 
 
 def _convert(
     sources: list[Path], out: Path, *, entire, entire_events, all_checkpoints: bool, batch_bytes: int,
-    workers: int | None, full: bool, verify: bool, prune: bool, progress, warn,
+    workers: int | None, full: bool, verify: bool, prune: bool, memory: int | None, progress, warn,
 ) -> ConvertResult:
     started = time.perf_counter()
     read_at = _now()
@@ -262,12 +267,21 @@ def _convert(
         sizes = [sum(u.size for u in group) for group in groups]
         large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
         if large and warn:
-            warn(_large_groups_message(large, batch_bytes))
+            warn(_large_groups_message(large, batch_bytes, memory))
+
+        failed: list[tuple[list[Unit], BaseException]] = []  # batches that ran out of memory
 
         def collect(finished: set[Future[_Batch]]) -> None:
             nonlocal done
             for future in finished:
-                result = future.result()
+                try:
+                    result = future.result()
+                except Exception as exc:
+                    if stop.event.is_set() or not out_of_memory(exc):
+                        raise
+                    output.discard(names[future])  # what the batch wrote before it failed
+                    failed.append((batch_units[future], exc))
+                    continue
                 inputs.extend(result.inputs)
                 skipped.extend(result.skipped)
                 for k, v in result.counts.items():
@@ -294,26 +308,42 @@ def _convert(
             try:
                 running: set[Future[_Batch]] = set()
                 names: dict[Future[_Batch], str] = {}  # each new batch's part name
+                batch_units: dict[Future[_Batch], list[Unit]] = {}
+
+                def submit(group: list[Unit], alone: bool) -> Future[_Batch]:
+                    part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
+                    future = pool.submit(
+                        _convert_batch, group, output, part, found.tool_result_files, hasher, 1 if alone else workers, stop,
+                        memory,
+                    )
+                    names[future], batch_units[future] = part, group
+                    return future
+
                 for group, size in zip(groups, sizes):
                     alone = size > batch_bytes
                     while running and (alone or len(running) >= workers):
                         finished, running = wait(running, return_when=FIRST_COMPLETED)
                         collect(finished)
-                    part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
-                    future = pool.submit(
-                        _convert_batch, group, output, part, found.tool_result_files, hasher, 1 if alone else workers, stop,
-                    )
-                    names[future] = part
-                    running.add(future)
+                    running.add(submit(group, alone))
                     if alone:
                         collect(wait(running).done)
                         running = set()
                 collect(wait(running).done)
+                # A batch that ran out of memory is converted again a session group at a time, each
+                # alone; a group that still does not fit is a declared loss (`_too_large`).
+                lost = [(units, exc) for units, exc in failed if len({u.owner for u in units}) == 1]
+                again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
+                failed.clear()
+                for units in again:
+                    for owner in sorted({u.owner for u in units}):
+                        collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
+                lost += failed
             except BaseException:
                 # a signal or a failed batch: interrupt the running batches before waiting for them
                 stop.set()
                 raise
         fault("batches")
+        not_converted = [_too_large(output, units, exc, used, skipped) for units, exc in lost]
         run_frames = _run_frames(found_all.imports)
         if previous is not None and not prune:
             _keep_run_rows(output, run_frames)
@@ -337,6 +367,8 @@ def _convert(
             # groups the previous output holds whose sources this run was not given: kept, or pruned
             **({"session_groups_kept": len(plan.kept)} if plan.kept else {}),
             **({"session_groups_pruned": len(plan.pruned)} if plan.pruned else {}),
+            # groups that needed more memory than the run may use: declared losses (`_too_large`)
+            **({"session_groups_not_converted": len(not_converted)} if not_converted else {}),
             # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
             **({"deltas": delta_summary} if delta_summary else {}),
         }
@@ -354,6 +386,7 @@ def _convert(
                 found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
             )
             manifest["kept"] = _kept(state_batches, reads)
+            manifest["not_converted"] = not_converted
             manifest["replaced"] = replaced
         output.write_state({
             "run_key": key, "imports": imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
@@ -978,7 +1011,7 @@ def _nothing_found_message(sources: list[Path], found: Discovery, imports: list[
     )
 
 
-def _large_groups_message(large: list[list[Unit]], batch_bytes: int) -> str:
+def _large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit: int | None = None) -> str:
     # every unit of such a batch belongs to one session group, named by its main session
     sizes = sorted(((sum(u.size for u in group), group[0].label or group[0].owner) for group in large), reverse=True)
     biggest = sizes[0][0]
@@ -991,11 +1024,24 @@ def _large_groups_message(large: list[list[Unit]], batch_bytes: int) -> str:
         f" This machine has about {_size(available)} available: the conversion may run out of memory."
         if available is not None and memory > available else ""
     )
+    stored = (
+        f" A session of more than {claude_code.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
+        f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which one line of more than about "
+        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit: such a session is then not converted "
+        "but declared (losses memory.session_not_converted), and the run goes on."
+        if biggest > claude_code.STORE_BYTES else ""
+    )
     return (
         f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
         f"{listed}{more}. A session is never split across batches: each of these is converted alone, "
-        f"and the largest needs roughly {_size(memory)} of memory.{short}"
+        f"and the largest needs roughly {_size(memory)} of memory.{short}{stored}"
     )
+
+
+def _largest_line(memory_limit: int) -> int:
+    """About the longest line that converts within DuckDB's `memory_limit`: decoding a line's JSON
+    (sql/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
+    return memory_limit // LINE_MEMORY_FACTOR
 
 
 def _size(n: int) -> str:
@@ -1026,8 +1072,10 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, DEFAULT_WORKERS))
 
 
-def _connect(workers: int = 1, *, spill: Path) -> duckdb.DuckDBPyConnection:
+def _connect(workers: int = 1, *, spill: Path, memory: int | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
+    if memory is not None:  # --memory-mb: the batch's limit, and a store's (formats/store.py)
+        sql.set_memory_limit(con, memory)
     # The CLI draws its own progress bar; DuckDB's would interleave with it.
     con.execute("set enable_progress_bar = false")
     # spill inside the run folder, not in a `.tmp` of the working directory
@@ -1084,11 +1132,11 @@ class _Stop:
 
 def _convert_batch(
     units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
-    stop: _Stop,
+    stop: _Stop, memory: int | None = None,
 ) -> _Batch:
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)
-    with _connect(workers, spill=output.spill) as con, stop.watch(con), sql.holds():
+    with _connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
         fault("batch", stop.event)
         return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
 
@@ -1332,6 +1380,42 @@ def _prefix_sha256(path: Path, size: int) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is a memory allocation that failed (DuckDB's
+    memory limit, Arrow's or Python's allocator)."""
+    while exc is not None:
+        if isinstance(exc, (duckdb.OutOfMemoryException, pa.ArrowMemoryError, MemoryError)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _too_large(
+    output: Output, units: list[Unit], exc: BaseException, used: set[str], skipped: list[tuple[str, str]]
+) -> dict:
+    """Declare a session group that ran out of memory even alone: a `losses` row (category
+    `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the
+    manifest's `skipped`, and its entry of the manifest's `not_converted`. The group is not in the
+    reuse state, so the next run tries it again."""
+    owner = units[0].owner
+    # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
+    files = sorted({str(e[0]): None for u in units for e in u.fingerprint or ()}.items())
+    size = sum(u.size for u in units)
+    error = " ".join(str(exc).split())[:300]
+    detail = (
+        f"session group of {size / (1 << 20):,.1f} MiB ({len(files)} files) needs more memory than this run may "
+        f"use ({error}); convert it with a larger --memory-mb"
+    )
+    frame = pl.DataFrame(
+        {"session_key": [owner], "category": ["memory.session_not_converted"], "detail": [detail], "count": [len(files)]},
+        schema={"session_key": pl.String, "category": pl.String, "detail": pl.String, "count": pl.Int64},
+    )
+    output.write_work(SOURCE_LOSSES, frame, reuse.unique_part(reuse.part_id([owner, "not-converted"]), used))
+    skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
+                   for name, _ in files)
+    return {"session_key": owner, "bytes": size, "files": [name for name, _ in files], "error": error}
 
 
 def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:

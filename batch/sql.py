@@ -202,8 +202,25 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     references to them), then make DuckDB return the memory it keeps for reuse, and end a `hold`."""
     for name, kind in _relations(con, "temporary"):
         con.execute(f'drop {kind} if exists "{name}"')
-    con.execute("reset memory_limit")  # a store's limit (formats/store.py) ends with it; this flushes too
+    # a store's limit (formats/store.py) ends with it; this flushes too
+    limit = memory_limit(con)
+    con.execute("reset memory_limit" if limit is None else f"set memory_limit = '{limit >> 20} MiB'")
     unhold()
+
+
+MEMORY_VARIABLE = "asr_memory_limit"
+
+
+def set_memory_limit(con: duckdb.DuckDBPyConnection, limit: int) -> None:
+    """Limit DuckDB's memory on `con` to `limit` bytes, for its statements and its stores."""
+    con.execute(f"set memory_limit = '{limit >> 20} MiB'")
+    con.execute(f"set variable {MEMORY_VARIABLE} = {int(limit)}")
+
+
+def memory_limit(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The limit `set_memory_limit` set on `con`, None when none was."""
+    value = con.sql(f"select getvariable('{MEMORY_VARIABLE}')").fetchall()[0][0]
+    return None if value is None else int(value)
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:

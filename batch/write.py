@@ -207,6 +207,13 @@ class Output:
         folder.mkdir(exist_ok=True)
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
+    def discard(self, part: str) -> None:
+        """Remove the part files named `part` this run wrote (a batch that failed, to be converted again)."""
+        for folder in [self.tmp, self.tmp / WORK]:
+            if folder.is_dir():
+                for path in folder.glob(f"*/part-{part}.parquet"):
+                    path.unlink()
+
     def previous_manifest(self) -> dict:
         """The previous output's manifest, parsed once: the one parsed when the output was found to be
         ours (`_manifest_tables`), when its file is unchanged since."""

@@ -770,7 +770,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     # a batch's parts are named by its session groups: here one session per batch, in this order
     batch_of = {part_id([sid]): n for n, sid in enumerate(sids)}
 
-    def tracked(files, output, part, tool_result_files, hasher, workers, stop):
+    def tracked(files, output, part, tool_result_files, hasher, workers, stop, *rest):
         index = batch_of[part]
         with lock:
             overlaps[index] = set(running)
@@ -780,7 +780,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
         threads[index] = workers
         try:
             time.sleep(0.3)  # long enough for batches submitted together to overlap
-            return real(files, output, part, tool_result_files, hasher, workers, stop)
+            return real(files, output, part, tool_result_files, hasher, workers, stop, *rest)
         finally:
             with lock:
                 running.discard(index)

@@ -24,6 +24,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
+from batch import sql
 from batch.write import WRITE_SLICE_BYTES
 
 # DuckDB's memory limit while a store is open, so that its sorts and joins over the stored tables
@@ -44,7 +45,8 @@ class Store:
         weakref.finalize(self, shutil.rmtree, self.folder, True)
         self.files: dict[str, list[Path]] = {}
         self.rows: dict[str, int] = {}
-        con.execute(f"set memory_limit = '{STORE_MEMORY >> 20} MiB'")
+        limit = sql.memory_limit(con) or STORE_MEMORY  # --memory-mb, else STORE_MEMORY
+        con.execute(f"set memory_limit = '{limit >> 20} MiB'")
 
     def append(self, table: str, frame: pl.DataFrame) -> None:
         """Add the rows of `frame` to `table`, a new file of it."""

@@ -1,0 +1,135 @@
+"""No single input takes the run down: a long line converts with its text intact, and a session
+that needs more memory than the run may use is a declared loss while every other session converts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+import batch
+import batch.pipeline
+from conftest import assistant, dumps, read_manifest, read_tables, sorted_rows, timeless, tool_result, tool_use, uid, user
+from polars.testing import assert_frame_equal
+
+SAMPLE = Path(__file__).parent.parent / "data" / "sample"
+BIG_SID = "44444444-4444-4444-8444-444444444444"
+
+
+def big_session(folder: Path, mb: int) -> str:
+    """A session whose tool result is one line of about `mb` MiB of text; returns that text."""
+    text = ("0123456789abcdef" * 64 + "\n") * (mb * 1024 * 1024 // 1025)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        user(uid(1), None, "read it", sid=BIG_SID),
+        assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=BIG_SID),
+        tool_result(uid(3), uid(2), "toolu_BIG", text, sid=BIG_SID,
+                    result={"stdout": "", "stderr": "", "interrupted": False}),
+        user(uid(4), uid(3), "thanks", sid=BIG_SID),
+    ]
+    (folder / f"{BIG_SID}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return text
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    src = tmp_path / "projects"
+    shutil.copytree(SAMPLE / "-Users-demo-viewer", src / "-Users-demo-viewer")
+    return src
+
+
+def test_a_long_line_converts_with_its_text_intact(archive, tmp_path):
+    text = big_session(archive / "-big", 12)
+    out = tmp_path / "out"
+    batch.convert([archive], out)
+    line = read_tables(out)["source_lines"].filter((pl.col("session_key") == BIG_SID) & (pl.col("line") == 3))
+    assert line.get_column("status").to_list() == ["mapped"]
+    # the tool result's text, read back from the record's verbatim line: same length and hash
+    record = read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).sort("seq").row(2, named=True)
+    content = json.loads(record["native"])["message"]["content"][0]["content"]
+    assert len(content) == len(text)
+    assert hashlib.sha256(content.encode()).hexdigest() == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_session_that_does_not_fit_is_a_declared_loss_and_the_others_convert(archive, tmp_path):
+    big_session(archive / "-big", 20)
+    out, alone = tmp_path / "out", tmp_path / "alone"
+    # a memory limit the ordinary sessions fit in and the 20 MiB line does not: DuckDB fails inside the batch
+    result = batch.convert([archive], out, memory_bytes=64 << 20, batch_bytes=64 << 20)
+    assert result.manifest["reuse"]["session_groups_not_converted"] == 1
+    [entry] = result.manifest["not_converted"]
+    assert entry["session_key"] == BIG_SID and entry["files"] == [f"projects/-big/{BIG_SID}.jsonl"]
+    assert "Out of Memory" in entry["error"]
+    losses = read_tables(out)["losses"].filter(pl.col("category") == "memory.session_not_converted")
+    assert losses.get_column("session_key").to_list() == [BIG_SID]
+    assert {"path": f"projects/-big/{BIG_SID}.jsonl",
+            "reason": "not converted: its session needs more memory than this run may use (see losses)"} \
+        in result.manifest["skipped"]
+    # every other session converted as it does without the large one
+    shutil.rmtree(archive / "-big")
+    batch.convert([archive], alone)
+    got, want = read_tables(out), read_tables(alone)
+    for name in ("sessions", "records", "parts", "inferences", "tool_calls", "source_lines"):
+        assert_frame_equal(sorted_rows(timeless(got[name])), sorted_rows(timeless(want[name])), check_row_order=True)
+    # the next run tries it again: with the default memory it converts
+    big_session(archive / "-big", 20)
+    again = batch.convert([archive], out)
+    assert "not_converted" not in again.manifest or again.manifest["not_converted"] == []
+    assert read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).height == 4
+
+
+def test_a_batch_out_of_memory_is_converted_again_a_group_at_a_time(archive, tmp_path, monkeypatch):
+    # the first attempt of the batch holding every group fails as DuckDB does; each group alone converts
+    calls = []
+    real = batch.pipeline._convert_batch_on
+
+    def failing(con, units, *args):
+        calls.append(sorted({u.owner for u in units}))
+        if len(calls) == 1:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
+        return real(con, units, *args)
+
+    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    out = tmp_path / "out"
+    result = batch.convert([archive], out)
+    owners = calls[0]
+    assert len(owners) > 1 and calls[1:] == [[o] for o in owners]
+    assert "session_groups_not_converted" not in result.manifest["reuse"]
+    monkeypatch.undo()
+    full = tmp_path / "full"
+    batch.convert([archive], full)
+    got, want = read_tables(out), read_tables(full)
+    for name in got:
+        assert_frame_equal(sorted_rows(timeless(got[name])), sorted_rows(timeless(want[name])), check_row_order=True)
+
+
+def test_the_cli_exits_0_and_counts_the_session_not_converted(archive, tmp_path):
+    big_session(archive / "-big", 20)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "--memory-mb", "64"],
+        cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not converted: 1 sessions that need more memory than this run may use" in proc.stdout
+    assert read_manifest(out)["tables"]["sessions"] == read_tables(out)["sessions"].height > 0
+
+
+def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
+    from batch.sources.base import Loaded, Unit
+
+    unit = Unit("big", 100 << 20, lambda: Loaded(), label="big")
+    message = batch.pipeline._large_groups_message([[unit]], 48 << 20)
+    assert "DuckDB's memory limited to 768 MiB (--memory-mb)" in message
+    assert f"one line of more than about {768 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
+    assert "memory.session_not_converted" in message
+    # with --memory-mb 4096: the limit it gives
+    message = batch.pipeline._large_groups_message([[unit]], 48 << 20, 4096 << 20)
+    assert f"about {4096 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
