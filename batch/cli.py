@@ -116,7 +116,8 @@ def convert_cmd(
         bool,
         typer.Option(
             "--full",
-            help="Convert every session again, reusing nothing of a previous output in OUT.",
+            help="Convert every session whose files are there again, reusing none of their rows in OUT (the "
+            "sessions whose sources are gone are still kept).",
         ),
     ] = False,
     verify: Annotated[

@@ -376,7 +376,9 @@ def _convert(
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
-            manifest = {**previous_manifest, "skipped": _skipped(skipped), "reuse": summary, "replaced": []}
+            manifest = {
+                **previous_manifest, "skipped": _skipped(skipped), "reuse": summary, "replaced": [], "not_converted": [],
+            }
         else:
             sources_read = _SourceReads(reads, _session_owners({"batches": state_batches}))
             with _connect(spill=output.spill) as con:
@@ -934,7 +936,7 @@ def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
                     digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
             # inputs a source read itself (an Entire transcript.jsonl), hashed as it read them
             digests.update((i["path"], i.get("sha256")) for i in loaded.inputs)
-    return reuse.unverified(plan.reused, digests)
+    return reuse.unverified(plan.reused, digests, plan.kept)
 
 
 def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:

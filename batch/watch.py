@@ -24,15 +24,17 @@ WATCH_DEBOUNCE_MS = 30_000
 
 
 def watched(paths: list[Path]) -> list[Path]:
-    """The folders to watch for `paths`: a folder itself (a Git working tree's .git folder, where
-    Entire's refs change), a file's folder (the file may be deleted and written again)."""
+    """What to watch for `paths`: a folder (a Git working tree's .git folder, where Entire's refs
+    change), a file itself; a path that does not exist is left out."""
     found = []
     for path in paths:
         path = path.resolve()
         if path.is_dir():
             folder = path / ".git" if (path / ".git").is_dir() else path
+        elif path.is_file():
+            folder = path  # the file itself: its folder may be a whole home directory
         else:
-            folder = path.parent
+            continue
         if folder.is_dir() and folder not in found:
             found.append(folder)
     return found
@@ -48,6 +50,8 @@ def watch_and_convert(
     change made while it converts is converted next."""
     folders = watched(paths)
     if not folders:
+        if first is not None:
+            first()  # says what is wrong with the sources, if anything is
         raise BatchError("--watch: none of the sources is a folder or a file that exists; nothing to watch.")
     changes = _changes(folders)
     try:

@@ -90,6 +90,19 @@ def test_a_deleted_session_is_kept_with_all_its_rows(sample, tmp_path, batch_byt
     assert read_manifest(out)["reuse"]["final_stage"] == "reused"
 
 
+def test_verify_keeps_the_sessions_whose_sources_are_gone(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)  # one batch holds every group: deleting one carves it
+    before = read_tables(out)
+    (sample / VIEWER).unlink()
+    result = batch.convert([sample], out, verify=True)
+    assert result.manifest["reuse"]["session_groups_kept"] == 1
+    assert_tables_equal(read_tables(out), before, presence=False)
+    result = batch.convert([sample], out, verify=True)  # and again, the kept group in a batch of its own
+    assert result.manifest["reuse"]["session_groups_kept"] == 1 and result.manifest["reuse"]["verified"]
+    assert_tables_equal(read_tables(out), before, presence=False)
+
+
 def test_a_deleted_then_restored_session_is_present_again(sample, tmp_path):
     out = tmp_path / "out"
     batch.convert([sample], out)
