@@ -310,11 +310,11 @@ def _convert(
                 names: dict[Future[_Batch], str] = {}  # each new batch's part name
                 batch_units: dict[Future[_Batch], list[Unit]] = {}
 
-                def submit(group: list[Unit], alone: bool) -> Future[_Batch]:
+                def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[_Batch]:
                     part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
                     future = pool.submit(
                         _convert_batch, group, output, part, found.tool_result_files, hasher, 1 if alone else workers, stop,
-                        memory,
+                        memory, max_line,
                     )
                     names[future], batch_units[future] = part, group
                     return future
@@ -330,14 +330,19 @@ def _convert(
                         running = set()
                 collect(wait(running).done)
                 # A batch that ran out of memory is converted again a session group at a time, each
-                # alone; a group that still does not fit is a declared loss (`_too_large`).
-                lost = [(units, exc) for units, exc in failed if len({u.owner for u in units}) == 1]
+                # alone; a group that still does not fit, again with its lines longer than the memory
+                # limit allows (`_largest_line`) rejected undecoded; then it is a declared loss (`_too_large`).
+                lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
                 again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
                 failed.clear()
                 for units in again:
                     for owner in sorted({u.owner for u in units}):
                         collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
-                lost += failed
+                lost += [units for units, _ in failed]
+                failed.clear()
+                for units in lost:
+                    collect(wait({submit(units, True, _largest_line(memory or STORE_MEMORY))}).done)
+                lost = list(failed)
             except BaseException:
                 # a signal or a failed batch: interrupt the running batches before waiting for them
                 stop.set()
@@ -1029,8 +1034,8 @@ def _large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limi
     stored = (
         f" A session of more than {claude_code.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
         f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which one line of more than about "
-        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit: such a session is then not converted "
-        "but declared (losses memory.session_not_converted), and the run goes on."
+        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit: such a line is then rejected "
+        "(rejects line_too_long, its bytes kept), the rest of its session converts, and the run goes on."
         if biggest > claude_code.STORE_BYTES else ""
     )
     return (
@@ -1134,11 +1139,13 @@ class _Stop:
 
 def _convert_batch(
     units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
-    stop: _Stop, memory: int | None = None,
+    stop: _Stop, memory: int | None = None, max_line: int | None = None,
 ) -> _Batch:
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)
     with _connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
+        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code.py)
+            sql.set_max_line(con, max_line)
         fault("batch", stop.event)
         return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
 

@@ -217,6 +217,20 @@ def set_memory_limit(con: duckdb.DuckDBPyConnection, limit: int) -> None:
     con.execute(f"set variable {MEMORY_VARIABLE} = {int(limit)}")
 
 
+MAX_LINE_VARIABLE = "asr_max_line_bytes"
+
+
+def set_max_line(con: duckdb.DuckDBPyConnection, limit: int) -> None:
+    """Make the converters on `con` reject lines longer than `limit` bytes without decoding them."""
+    con.execute(f"set variable {MAX_LINE_VARIABLE} = {int(limit)}")
+
+
+def max_line(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The limit `set_max_line` set on `con`, None when none was."""
+    value = con.sql(f"select getvariable('{MAX_LINE_VARIABLE}')").fetchall()[0][0]
+    return None if value is None else int(value)
+
+
 def memory_limit(con: duckdb.DuckDBPyConnection) -> int | None:
     """The limit `set_memory_limit` set on `con`, None when none was."""
     value = con.sql(f"select getvariable('{MEMORY_VARIABLE}')").fetchall()[0][0]

@@ -58,11 +58,44 @@ def test_a_long_line_converts_with_its_text_intact(archive, tmp_path):
     assert hashlib.sha256(content.encode()).hexdigest() == hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_a_session_that_does_not_fit_is_a_declared_loss_and_the_others_convert(archive, tmp_path):
+def test_a_line_that_does_not_fit_is_rejected_and_the_rest_converts(archive, tmp_path):
     big_session(archive / "-big", 20)
+    line = (archive / "-big" / f"{BIG_SID}.jsonl").read_bytes().split(b"\n")[2]
     out, alone = tmp_path / "out", tmp_path / "alone"
-    # a memory limit the ordinary sessions fit in and the 20 MiB line does not: DuckDB fails inside the batch
+    # a memory limit the ordinary sessions fit in and the 20 MiB line does not: DuckDB fails inside the
+    # batch, each group is converted again alone, and the big one again with its long line rejected
     result = batch.convert([archive], out, memory_bytes=64 << 20, batch_bytes=64 << 20)
+    assert "session_groups_not_converted" not in result.manifest["reuse"] and result.manifest["rejected_lines"] == 1
+    t = read_tables(out)
+    lines = t["source_lines"].filter(pl.col("session_key") == BIG_SID).sort("line")
+    assert lines.select("line", "status", "reason").rows() == [
+        (1, "mapped", None), (2, "mapped", None), (3, "rejected", "line_too_long"), (4, "mapped", None),
+    ]
+    [reject] = t["rejects"].filter(pl.col("reason") == "line_too_long").rows(named=True)
+    assert reject["detail"] == f"a line of {len(line)} bytes needs more memory than this run may use (--memory-mb)"
+    assert hashlib.sha256(reject["raw"]).hexdigest() == hashlib.sha256(line).hexdigest()
+    assert t["records"].filter(pl.col("session_key") == BIG_SID).height == 3
+    # every other session converted as it does without the large one
+    shutil.rmtree(archive / "-big")
+    batch.convert([archive], alone)
+    want = read_tables(alone)
+    for name in ("records", "parts", "inferences", "tool_calls", "source_lines"):
+        got = t[name].filter(pl.col("session_key") != BIG_SID)
+        assert_frame_equal(sorted_rows(timeless(got)), sorted_rows(timeless(want[name])), check_row_order=True)
+
+
+def test_a_session_that_does_not_fit_even_so_is_a_declared_loss(archive, tmp_path, monkeypatch):
+    big_session(archive / "-big", 1)
+    real = batch.pipeline._convert_batch_on
+
+    def failing(con, units, *args):  # the big session runs out of memory whatever is tried
+        if any(u.owner == BIG_SID for u in units):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
+        return real(con, units, *args)
+
+    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    out = tmp_path / "out"
+    result = batch.convert([archive], out)
     assert result.manifest["reuse"]["session_groups_not_converted"] == 1
     [entry] = result.manifest["not_converted"]
     assert entry["session_key"] == BIG_SID and entry["files"] == [f"projects/-big/{BIG_SID}.jsonl"]
@@ -72,16 +105,12 @@ def test_a_session_that_does_not_fit_is_a_declared_loss_and_the_others_convert(a
     assert {"path": f"projects/-big/{BIG_SID}.jsonl",
             "reason": "not converted: its session needs more memory than this run may use (see losses)"} \
         in result.manifest["skipped"]
-    # every other session converted as it does without the large one
-    shutil.rmtree(archive / "-big")
-    batch.convert([archive], alone)
-    got, want = read_tables(out), read_tables(alone)
-    for name in ("sessions", "records", "parts", "inferences", "tool_calls", "source_lines"):
-        assert_frame_equal(sorted_rows(timeless(got[name])), sorted_rows(timeless(want[name])), check_row_order=True)
-    # the next run tries it again: with the default memory it converts
-    big_session(archive / "-big", 20)
+    assert read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).height == 0
+    assert read_tables(out)["sessions"].height > 0
+    # the next run tries it again
+    monkeypatch.undo()
     again = batch.convert([archive], out)
-    assert "not_converted" not in again.manifest or again.manifest["not_converted"] == []
+    assert again.manifest["not_converted"] == []
     assert read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).height == 4
 
 
@@ -110,7 +139,7 @@ def test_a_batch_out_of_memory_is_converted_again_a_group_at_a_time(archive, tmp
         assert_frame_equal(sorted_rows(timeless(got[name])), sorted_rows(timeless(want[name])), check_row_order=True)
 
 
-def test_the_cli_exits_0_and_counts_the_session_not_converted(archive, tmp_path):
+def test_the_cli_exits_0_and_counts_the_line_rejected(archive, tmp_path):
     big_session(archive / "-big", 20)
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -118,7 +147,7 @@ def test_the_cli_exits_0_and_counts_the_session_not_converted(archive, tmp_path)
         cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "not converted: 1 sessions that need more memory than this run may use" in proc.stdout
+    assert "rejected lines 1" in proc.stdout
     assert read_manifest(out)["tables"]["sessions"] == read_tables(out)["sessions"].height > 0
 
 
@@ -129,7 +158,7 @@ def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
     message = batch.pipeline._large_groups_message([[unit]], 48 << 20)
     assert "DuckDB's memory limited to 768 MiB (--memory-mb)" in message
     assert f"one line of more than about {768 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
-    assert "memory.session_not_converted" in message
+    assert "rejects line_too_long, its bytes kept" in message
     # with --memory-mb 4096: the limit it gives
     message = batch.pipeline._large_groups_message([[unit]], 48 << 20, 4096 << 20)
     assert f"about {4096 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message

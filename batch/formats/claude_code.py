@@ -34,7 +34,7 @@ from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
 from batch.transforms.classify import classify
-from batch.transforms.recover import OBJECT_SCHEMA, UNCOMMITTED, recover
+from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, UNCOMMITTED, recover
 
 FORMAT = "claude-code-jsonl"
 # The batch's output and work tables; those not built by the steps in `convert` are built by the
@@ -55,6 +55,9 @@ PASS2_CHUNK_BYTES = 64 << 20
 # A batch whose streams hold more bytes than this, more than a chunk of pass 2, keeps its wide rows in
 # a store (formats/store.py) instead of frames held to its end (docs/performance.md, "The store").
 STORE_BYTES = PASS2_CHUNK_BYTES
+# The reason of a line rejected without being decoded: longer than a batch converted again after
+# running out of memory may decode (pipeline, "A batch out of memory").
+LINE_TOO_LONG = "line_too_long"
 
 # records_full.sql's order by
 RECORDS_ORDER = ("session_key", "seq")
@@ -333,18 +336,29 @@ def _pass1(
     blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as str.strip_chars, without a stripped copy
     lines, counts, rejects, observed, recovered = [], [], [], [], []
 
+    max_line = sql.max_line(con)  # a batch converted again after running out of memory
+
     def chunk_pass(chunk: pl.DataFrame) -> None:
         counts.append(chunk.group_by("file_idx").agg(lines=(~blank).sum(), blank_lines=blank.sum()))
         chunk = chunk.filter(~blank)
+        # a line longer than `max_line` is rejected before its JSON is decoded (its bytes kept)
+        too_long = pl.lit(False) if max_line is None else pl.col("byte_length") > max_line
+        read = chunk.filter(~too_long)
         decoded = _observe(
             con,
-            chunk.select(
+            read.select(
                 "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
             ).cast(OBJECT_SCHEMA),
             keep_index=True,
         )
-        not_objects = chunk.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
+        not_objects = read.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
         objects, chunk_rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
+        if max_line is not None:
+            chunk_rejects = pl.concat([chunk_rejects, chunk.filter(too_long).select(
+                "file_idx", "line", reason=pl.lit(LINE_TOO_LONG),
+                detail=pl.format("a line of {} bytes needs more memory than this run may use (--memory-mb)",
+                                 pl.col("byte_length")),
+            ).cast(REJECT_SCHEMA)]).sort("file_idx", "line")
         classified = _classified(decoded.drop("obj_idx"))
         observed.append(classified if store is None else _store_wide(store, classified))
         if not objects.is_empty():

@@ -323,7 +323,8 @@ REJECTS = Table(
         _c("line", I64, "physical line number; null for a foreign file"),
         _c("byte_offset", I64, "byte offset of the line"),
         _c("byte_length", I64, "length in bytes"),
-        _c("reason", STR, "invalid_json, not_an_object, foreign_file; for an Entire events file also not_an_event "
+        _c("reason", STR, "invalid_json, not_an_object, foreign_file, line_too_long (longer than a batch converted "
+           "again after running out of memory may decode); for an Entire events file also not_an_event "
            "(type is not an integer) and missing_session_id"),
         _c("detail", STR, "parser message or what the file looks like"),
         _c("first_bytes", STR, "the first 120 bytes, decoded with replacement"),
