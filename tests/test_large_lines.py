@@ -162,3 +162,20 @@ def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
     # with --memory-mb 4096: the limit it gives
     message = batch.pipeline._large_groups_message([[unit]], 48 << 20, 4096 << 20)
     assert f"about {4096 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
+
+
+def test_a_100_mb_line_beside_ordinary_sessions_with_the_default_memory(archive, tmp_path):
+    big_session(archive / "-big", 100)
+    line = (archive / "-big" / f"{BIG_SID}.jsonl").read_bytes().split(b"\n")[2]
+    out = tmp_path / "out"
+    result = batch.convert([archive], out)
+    t = read_tables(out)
+    # converted, or rejected with its bytes kept: never the run taken down, never a line unaccounted for
+    status = t["source_lines"].filter((pl.col("session_key") == BIG_SID) & (pl.col("line") == 3)).row(0, named=True)
+    if status["status"] == "rejected":
+        [reject] = t["rejects"].filter(pl.col("reason") == "line_too_long").rows(named=True)
+        assert len(reject["raw"]) == len(line) and hashlib.sha256(reject["raw"]).digest() == hashlib.sha256(line).digest()
+    else:
+        assert status["status"] == "mapped"
+    assert t["records"].filter(pl.col("session_key") == BIG_SID).height >= 3
+    assert t["sessions"].filter(pl.col("session_key") != BIG_SID).height == result.tables["sessions"] - 1
