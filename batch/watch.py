@@ -54,10 +54,12 @@ def watch_and_convert(
             first()  # says what is wrong with the sources, if anything is
         raise BatchError("--watch: none of the sources is a folder or a file that exists; nothing to watch.")
     changes = _changes(folders)
+    started_watching = False
     try:
         next(changes)  # the watcher is watching
         if first is not None:
             first()
+        started_watching = True
         if not quiet:
             echo(f"watching {', '.join(str(f) for f in folders)} for changes (Ctrl-C stops)")
         for changed in changes:
@@ -82,7 +84,8 @@ def watch_and_convert(
     finally:
         changes.close()
     if not quiet:
-        echo("stopped watching; the output holds the last complete update")
+        echo("stopped watching; the output holds the last complete update" if started_watching else
+             "stopped before the first conversion ended; the previous output, if any, is unchanged")
 
 
 def _changes(folders: list[Path]):
