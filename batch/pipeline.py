@@ -500,6 +500,15 @@ def _session_owners(state: dict | None) -> dict[str, str]:
     return keys
 
 
+def _session_group(column: pl.Expr, key_owner: dict[str, str], groups: list[str]) -> pl.Expr:
+    """The group of a session key: the one `key_owner` gives, else the group whose main session it
+    is nested in (`<owner>/...`, one of `groups`); null when neither tells."""
+    nested = column.str.split("/").list.first()
+    return column.replace_strict(key_owner, default=None, return_dtype=pl.String).fill_null(
+        pl.when(nested.is_in(groups)).then(nested)
+    )
+
+
 def _group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], groups) -> pl.Expr | None:
     """A row's group: that of its source file when it names one of `path_owner`, else that of its
     session (one of `key_owner`, or one nested in a group's main session, `<owner>/...`).
@@ -507,10 +516,7 @@ def _group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], g
     groups = list(groups)
 
     def by_key(column: pl.Expr) -> pl.Expr:
-        nested = column.str.split("/").list.first()
-        return column.replace_strict(key_owner, default=None, return_dtype=pl.String).fill_null(
-            pl.when(nested.is_in(groups)).then(nested)
-        )
+        return _session_group(column, key_owner, groups)
 
     if "child_session_key" in columns:  # lineage_evidence
         child, parent = by_key(pl.col("child_session_key")), by_key(pl.col("parent_session_key"))
@@ -1297,14 +1303,8 @@ class _SourceReads:
     key_owner: dict[str, str]  # the group of each session among the inputs (`_session_owners`)
 
     def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
-        key = pl.col("session_key")
-        known = list(self.reads)
-        nested = key.str.split("/").list.first()
-        owner = (
-            key.replace_strict(self.key_owner, default=None, return_dtype=pl.String)
-            .fill_null(pl.when(key.is_in(known)).then(key))
-            .fill_null(pl.when(nested.is_in(known)).then(nested))
-        )
+        # a group's main session is of the group even when no input names it (an Entire session without transcript)
+        owner = _session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
         present = {o: r[1] for o, r in self.reads.items()}
         at = {o: r[0] for o, r in self.reads.items()}
         return sessions.with_columns(
@@ -1318,16 +1318,12 @@ def _kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
     """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
     last read from (the manifest's `inputs` still list them) and when."""
     gone = {o for o, (_, present) in reads.items() if not present}
-    files: dict[str, set[str]] = {}
-    for b in state_batches:
-        for owner in gone & b["groups"].keys():
-            files.setdefault(owner, set()).update(name for name, *_ in b["groups"][owner] or [])
-    paths = {}
+    owner_of = {name: o for b in state_batches for o in gone & b["groups"].keys() for name, *_ in b["groups"][o] or []}
+    paths: dict[str, set[str]] = {}
     for b in state_batches:
         for i in b["inputs"]:
-            for owner, names in files.items():
-                if i["path"] in names:
-                    paths.setdefault(owner, set()).add(i["path"])
+            if i["path"] in owner_of:
+                paths.setdefault(owner_of[i["path"]], set()).add(i["path"])
     return [
         {"session_key": o, "source_last_read_at": reads[o][0], "inputs": sorted(paths.get(o, ()))}
         for o in sorted(gone)
@@ -1410,7 +1406,7 @@ def _too_large(
     reuse state, so the next run tries it again."""
     owner = units[0].owner
     # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
-    files = sorted({str(e[0]): None for u in units for e in u.fingerprint or ()}.items())
+    files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
     size = sum(u.size for u in units)
     error = " ".join(str(exc).split())[:300]
     detail = (
@@ -1423,8 +1419,8 @@ def _too_large(
     )
     output.write_work(SOURCE_LOSSES, frame, reuse.unique_part(reuse.part_id([owner, "not-converted"]), used))
     skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
-                   for name, _ in files)
-    return {"session_key": owner, "bytes": size, "files": [name for name, _ in files], "error": error}
+                   for name in files)
+    return {"session_key": owner, "bytes": size, "files": files, "error": error}
 
 
 def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:

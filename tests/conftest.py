@@ -24,6 +24,14 @@ CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 # Claude Code 2.1.158-2.1.199 (tests/fixtures/corpus/README.md): the fields the older corpus lacks
 NEW_CORPUS = CORPUS / "claude-code-2.1.1xx"
 NEW_SESSIONS = tuple(sorted(p.stem for p in NEW_CORPUS.rglob("*.jsonl")))
+SAMPLE = Path(__file__).parent.parent / "data" / "sample"
+
+
+def small_sample(dest: Path) -> Path:
+    """A copy of the demo sample at `dest` without its largest project, for speed: 5 session groups,
+    one with subagents."""
+    shutil.copytree(SAMPLE, dest, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads"))
+    return dest
 
 
 def older(frame: pl.DataFrame) -> pl.DataFrame:

@@ -23,9 +23,11 @@ import batch.write
 from batch.cli import _summary
 from batch.errors import OutputError
 from batch.schema import TABLES
-from conftest import assert_same_as_full, assistant, dumps, read_manifest, read_tables, sorted_rows, timeless, uid, user
+from conftest import (
+    SAMPLE, assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, timeless, uid,
+    user,
+)
 
-SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 VIEWER_SID = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 VIEWER = f"-Users-demo-viewer/{VIEWER_SID}.jsonl"
 OTHER = "-Users-chip-dev-ai-music/fed8ce56-bc79-401f-a83e-af084253362f.jsonl"
@@ -34,10 +36,7 @@ NEW_SID = "99999999-9999-4999-8999-999999999999"
 
 @pytest.fixture
 def sample(tmp_path: Path) -> Path:
-    # the sample without its largest project, for speed; the folder is named as a user's is
-    src = tmp_path / "laptop-projects"
-    shutil.copytree(SAMPLE, src, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads"))
-    return src
+    return small_sample(tmp_path / "laptop-projects")  # a folder named as a machine's archive
 
 
 def assert_tables_equal(got: dict[str, pl.DataFrame], want: dict[str, pl.DataFrame], *, presence: bool = True) -> None:

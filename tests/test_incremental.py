@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,11 +21,10 @@ from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
 from conftest import (
-    assert_same_as_full, assistant, dumps, read_manifest, read_tables, sorted_rows, tool_result, tool_use, uid, usage,
-    user,
+    assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, tool_result,
+    tool_use, uid, usage, user,
 )
 
-SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 VIEWER = "-Users-demo-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 SUBAGENT = "-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/agent-a4ca7529859c158c2.jsonl"
 NEW_SID = "99999999-9999-4999-8999-999999999999"
@@ -34,10 +32,7 @@ NEW_SID = "99999999-9999-4999-8999-999999999999"
 
 @pytest.fixture
 def sample(tmp_path: Path) -> Path:
-    # the sample without its largest project, for speed: 5 session groups, one with subagents
-    src = tmp_path / "src"
-    shutil.copytree(SAMPLE, src, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads"))
-    return src
+    return small_sample(tmp_path / "src")
 
 
 def grow(path: Path, sid: str, n: int) -> None:

@@ -16,10 +16,9 @@ import pytest
 
 import batch
 import batch.pipeline
-from conftest import assistant, dumps, read_manifest, read_tables, sorted_rows, timeless, tool_result, tool_use, uid, user
+from conftest import SAMPLE, assistant, dumps, read_manifest, read_tables, sorted_rows, timeless, tool_result, tool_use, uid, user
 from polars.testing import assert_frame_equal
 
-SAMPLE = Path(__file__).parent.parent / "data" / "sample"
 BIG_SID = "44444444-4444-4444-8444-444444444444"
 
 
