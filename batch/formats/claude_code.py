@@ -70,10 +70,10 @@ RECORDS_ORDER = ("session_key", "seq")
 # uuid, parent_uuid, message_id, permission_mode, json_hash, and is_compact_summary as classify
 # derives it). The converter keeps these columns of each chunk of lines (_pass1) in the frame
 # registered as `narrow_observations`, with `ord` added by the narrow stage.
-# sql/record_table.sql (step 4 of the plan in docs/performance.md, "Chunked sessions: the plan") reads
+# sql/record_table.sql (docs/architecture.md, "The path of one session, from bytes to tables") reads
 # it too: kind, logical_parent_uuid, prompt_id, progress_agent_id, progress_copy_uuid,
 # result_agent_id, result_call_ids, queue_content, queue_reason, attribution_mcp_server and
-# attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (step 5, chunk_ends)
+# attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (chunk_ends)
 # read json_bytes, the size of the observation's JSON text.
 NARROW_COLUMNS = (
     "file_idx", "line", "sub", "file_rank", "session_key", "stream_kind", "position", "native_type",
