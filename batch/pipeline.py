@@ -29,7 +29,7 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
 from batch.sources.claude_code import Discovery, discover, head_unchanged, units
 from batch.sources.git import is_repository
-from batch.transforms import tail
+from batch.transforms import elide, tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
     WORK, Output, PartWriter, conform, fault, forget_manifest, lock_output, read_state, state_unreadable,
@@ -58,8 +58,8 @@ DEFAULT_WORKERS = 2
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30
-# Decoding one line's JSON (sql/observations.sql) held up to about this many times the line's size
-# in DuckDB: a 40 MB line did not fit in 768 MiB, nor a 100 MB line in 4 GiB (README, "Limits").
+# Decoding one line's JSON (sql/observations.sql) holds up to about this many times the line's size
+# in DuckDB, where its length is not in strings elided before the decode (docs/decisions/001-long-lines.md)
 LINE_MEMORY_FACTOR = 40
 
 
@@ -1039,9 +1039,11 @@ def _large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limi
     )
     stored = (
         f" A session of more than {claude_code.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
-        f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which one line of more than about "
-        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit: such a line is then rejected "
-        "(rejects line_too_long, its bytes kept), the rest of its session converts, and the run goes on."
+        f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
+        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
+        f"{elide.ELIDE_CHARS >> 20} MiB or more (a file read back, an image: those convert at any length): such a "
+        "line is then rejected (rejects line_too_long, its bytes kept), the rest of its session converts, and the "
+        "run goes on."
         if biggest > claude_code.STORE_BYTES else ""
     )
     return (
@@ -1052,7 +1054,8 @@ def _large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limi
 
 
 def _largest_line(memory_limit: int) -> int:
-    """About the longest line that converts within DuckDB's `memory_limit`: decoding a line's JSON
+    """About the longest line that converts within DuckDB's `memory_limit` when its length is not in
+    strings long enough to be elided (transforms/elide.py): decoding a line's JSON
     (sql/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
     return memory_limit // LINE_MEMORY_FACTOR
 

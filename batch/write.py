@@ -92,7 +92,7 @@ class PartWriter:
 
     def __init__(self, path: Path, table: Table) -> None:
         self.table, self.rows = table, 0
-        self._writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+        self._writer = pq.ParquetWriter(path, table.schema, compression="zstd", write_statistics=table.statistics)
 
     def append(self, data: pl.DataFrame | pa.Table) -> int:
         """Write `data` after the rows already written; return its row count."""

@@ -3,6 +3,7 @@ that needs more memory than the run may use is a declared loss while every other
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -13,27 +14,45 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from conftest import (
+    SAMPLE,
+    assistant,
+    dumps,
+    read_manifest,
+    read_tables,
+    sorted_rows,
+    timeless,
+    tool_result,
+    tool_use,
+    uid,
+    user,
+)
+from polars.testing import assert_frame_equal
 
 import batch
 import batch.pipeline
-from conftest import SAMPLE, assistant, dumps, read_manifest, read_tables, sorted_rows, timeless, tool_result, tool_use, uid, user
-from polars.testing import assert_frame_equal
 
 BIG_SID = "44444444-4444-4444-8444-444444444444"
 
 
-def big_session(folder: Path, mb: int) -> str:
-    """A session whose tool result is one line of about `mb` MiB of text; returns that text."""
+def big_session(folder: Path, mb: int, *, blocks: bool = False, sid: str = BIG_SID) -> str:
+    """A session whose tool result is one line of about `mb` MiB of text; returns that text. With
+    `blocks`, the text is in blocks of 64 KiB, none long enough to be elided (transforms/elide.py):
+    the line is decoded whole."""
     text = ("0123456789abcdef" * 64 + "\n") * (mb * 1024 * 1024 // 1025)
     folder.mkdir(parents=True, exist_ok=True)
+    result = tool_result(uid(3), uid(2), "toolu_BIG", text, sid=sid, result={"stdout": "", "stderr": "", "interrupted": False})
+    if blocks:
+        result["message"]["content"][0]["content"] = [
+            {"type": "text", "text": text[i:i + (64 << 10)]} for i in range(0, len(text), 64 << 10)
+        ]
     lines = [
-        user(uid(1), None, "read it", sid=BIG_SID),
-        assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=BIG_SID),
-        tool_result(uid(3), uid(2), "toolu_BIG", text, sid=BIG_SID,
-                    result={"stdout": "", "stderr": "", "interrupted": False}),
-        user(uid(4), uid(3), "thanks", sid=BIG_SID),
+        user(uid(1), None, "read it", sid=sid),
+        assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=sid),
+        result,
+        user(uid(4), uid(3), "thanks", sid=sid),
     ]
-    (folder / f"{BIG_SID}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
+    (folder / f"{sid}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
     return text
 
 
@@ -58,7 +77,7 @@ def test_a_long_line_converts_with_its_text_intact(archive, tmp_path):
 
 
 def test_a_line_that_does_not_fit_is_rejected_and_the_rest_converts(archive, tmp_path):
-    big_session(archive / "-big", 20)
+    big_session(archive / "-big", 20, blocks=True)
     line = (archive / "-big" / f"{BIG_SID}.jsonl").read_bytes().split(b"\n")[2]
     out, alone = tmp_path / "out", tmp_path / "alone"
     # a memory limit the ordinary sessions fit in and the 20 MiB line does not: DuckDB fails inside the
@@ -139,7 +158,7 @@ def test_a_batch_out_of_memory_is_converted_again_a_group_at_a_time(archive, tmp
 
 
 def test_the_cli_exits_0_and_counts_the_line_rejected(archive, tmp_path):
-    big_session(archive / "-big", 20)
+    big_session(archive / "-big", 20, blocks=True)
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "--memory-mb", "64"],
@@ -156,25 +175,75 @@ def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
     unit = Unit("big", 100 << 20, lambda: Loaded(), label="big")
     message = batch.pipeline._large_groups_message([[unit]], 48 << 20)
     assert "DuckDB's memory limited to 768 MiB (--memory-mb)" in message
-    assert f"one line of more than about {768 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
+    assert f"a line of more than about {768 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit unless most of it " \
+        "is in strings of 1 MiB or more" in message
     assert "rejects line_too_long, its bytes kept" in message
     # with --memory-mb 4096: the limit it gives
     message = batch.pipeline._large_groups_message([[unit]], 48 << 20, 4096 << 20)
     assert f"about {4096 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
 
 
-def test_a_100_mb_line_beside_ordinary_sessions_with_the_default_memory(archive, tmp_path):
-    big_session(archive / "-big", 100)
-    line = (archive / "-big" / f"{BIG_SID}.jsonl").read_bytes().split(b"\n")[2]
+def long_line_session(folder: Path, sid: str, kind: str, mb: int) -> str:
+    """A session whose third line, of about `mb` MiB, is a tool result, a prompt with an image block
+    or a user message (as Claude Code writes them: the text in one JSON string); returns
+    the long string."""
+    n = mb << 20
+    if kind == "image":
+        text = base64.b64encode(bytes(range(256)) * (n * 3 // 4 // 256)).decode()
+        line = user(uid(3), uid(2), "x", sid=sid)  # a screenshot pasted into a prompt
+        line["message"]["content"] = [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": text}},
+            {"type": "text", "text": "what is wrong here?"},
+        ]
+    elif kind == "tool_result":
+        text = ("0123456789abcdef" * 64 + "\n") * (n // 1025)
+        line = tool_result(uid(3), uid(2), "toolu_BIG", text, sid=sid, result={"stdout": text[:100], "stderr": ""})
+    else:
+        text = ("word \"quoted\" \\ é " * 64 + "\n") * (n // 1345)
+        line = user(uid(3), uid(2), text, sid=sid)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        user(uid(1), None, "read it", sid=sid),
+        assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=sid),
+        line,
+        user(uid(4), uid(3), "thanks", sid=sid),
+    ]
+    (folder / f"{sid}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return text
+
+
+def digest(text: str | bytes) -> tuple[int, str]:
+    data = text.encode() if isinstance(text, str) else text
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def test_lines_of_100_and_300_mb_convert_with_the_default_memory(archive, tmp_path):
+    # a 100 MB tool result, image and user message, and a 300 MB tool result, beside ordinary sessions:
+    # their long strings are elided before the decode and restored in the tables (transforms/elide.py)
+    kinds = {"tool_result": 100, "image": 100, "user": 100, "tool_result ": 300}
+    sids = {kind: f"5555555{i}-4444-4444-8444-444444444444" for i, kind in enumerate(kinds)}
+    texts = {kind: long_line_session(archive / f"-big{i}", sids[kind], kind.strip(), mb)
+             for i, (kind, mb) in enumerate(kinds.items())}
     out = tmp_path / "out"
     result = batch.convert([archive], out)
     t = read_tables(out)
-    # converted, or rejected with its bytes kept: never the run taken down, never a line unaccounted for
-    status = t["source_lines"].filter((pl.col("session_key") == BIG_SID) & (pl.col("line") == 3)).row(0, named=True)
-    if status["status"] == "rejected":
-        [reject] = t["rejects"].filter(pl.col("reason") == "line_too_long").rows(named=True)
-        assert len(reject["raw"]) == len(line) and hashlib.sha256(reject["raw"]).digest() == hashlib.sha256(line).digest()
-    else:
-        assert status["status"] == "mapped"
-    assert t["records"].filter(pl.col("session_key") == BIG_SID).height >= 3
-    assert t["sessions"].filter(pl.col("session_key") != BIG_SID).height == result.tables["sessions"] - 1
+    assert result.manifest["rejected_lines"] == 0 and "session_groups_not_converted" not in result.manifest["reuse"]
+    for kind, text in texts.items():
+        sid = sids[kind]
+        lines = t["source_lines"].filter(pl.col("session_key") == sid).sort("line")
+        assert lines.get_column("status").to_list() == ["mapped"] * 4
+        [native] = t["records"].filter((pl.col("session_key") == sid) & (pl.col("source_line") == 3)).get_column("native")
+        # the record's verbatim line is the line of the file, byte for byte
+        line = (archive / f"-big{list(kinds).index(kind)}" / f"{sid}.jsonl").read_bytes().split(b"\n")[2]
+        assert digest(native) == digest(line)
+        if kind.strip() == "image":
+            part = t["parts"].filter((pl.col("session_key") == sid) & (pl.col("part_type") == "image")).row(0, named=True)
+            assert part["media_type"] == "image/png"
+            assert digest(json.loads(native)["message"]["content"][0]["source"]["data"]) == digest(text)
+        else:
+            [got] = t["parts"].filter(
+                (pl.col("session_key") == sid) & (pl.col("source_line") == 3) & pl.col("text").is_not_null()
+            ).get_column("text")
+            assert digest(got) == digest(text)
+    # the ordinary sessions are all there
+    assert t["sessions"].filter(~pl.col("session_key").is_in(list(sids.values()))).height == result.tables["sessions"] - 4

@@ -34,6 +34,7 @@ from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
 from batch.transforms.classify import classify
+from batch.transforms.elide import Elided
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, UNCOMMITTED, recover
 
 FORMAT = "claude-code-jsonl"
@@ -183,7 +184,10 @@ def convert(
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
     # a batch larger than a chunk of pass 2 keeps its wide rows in a store (formats/store.py)
     store = Store(con) if sum(f.size for f in files) > STORE_BYTES else None
-    lines, observations, narrow, rejects, line_counts = _pass1(con, reader, store)
+    # long strings are elided before the decode and restored in the tables (transforms/elide.py);
+    # a batch converted again with its long lines rejected (sql.max_line) decodes its lines whole
+    elided = Elided() if sql.max_line(con) is None else None
+    lines, observations, narrow, rejects, line_counts = _pass1(con, reader, store, elided)
 
     # The narrow stage: foreign files, versions, the sidechain split, ord and observation_index read
     # the narrow frame; only the agent_progress rebuild reads the wide one (the copies' JSON).
@@ -311,11 +315,13 @@ def convert(
         if reader.errors[i] is None
     ]
     skipped = [(f.name, error) for f, error in zip(files, reader.errors) if error is not None]
+    if elided is not None:
+        tables = {name: elided.restore(value) for name, value in tables.items()}
     return Converted(tables, inputs, skipped)
 
 
 def _pass1(
-    con: duckdb.DuckDBPyConnection, reader: LineChunks, store: Store | None = None
+    con: duckdb.DuckDBPyConnection, reader: LineChunks, store: Store | None = None, elided: Elided | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Pass 1: each chunk of lines (the read slices the reader yields, gathered up to
     OBSERVE_SLICE_BYTES of text) is decoded alone: its blank lines dropped (counted), its envelopes
@@ -350,6 +356,7 @@ def _pass1(
                 "file_idx", "line", sub=pl.lit(None, pl.Int64), json=pl.col("text"), reason=pl.lit(None, pl.String)
             ).cast(OBJECT_SCHEMA),
             keep_index=True,
+            elided=elided,
         )
         not_objects = read.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
         objects, chunk_rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
@@ -362,7 +369,7 @@ def _pass1(
         classified = _classified(decoded.drop("obj_idx"))
         observed.append(classified if store is None else _store_wide(store, classified))
         if not objects.is_empty():
-            recovered.append(_classified(_observe(con, objects.cast(OBJECT_SCHEMA))))
+            recovered.append(_classified(_observe(con, objects.cast(OBJECT_SCHEMA), elided=elided)))
         lines.append(chunk if store is None else _read_text(chunk, chunk_rejects))
         rejects.append(chunk_rejects)
 
@@ -648,10 +655,15 @@ def _classified(observations: pl.DataFrame) -> pl.DataFrame:
     return classify(observations.with_columns(sidechain_root=pl.lit(None, pl.String)))
 
 
-def _observe(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_index: bool = False) -> pl.DataFrame:
+def _observe(
+    con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_index: bool = False, elided: Elided | None = None
+) -> pl.DataFrame:
     """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
     through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers.
-    A text that is not one JSON object has no row; `keep_index` keeps obj_idx (the row of `objects`)."""
+    A text that is not one JSON object has no row; `keep_index` keeps obj_idx (the row of `objects`).
+    With `elided`, the long strings of long texts are elided first (the result's `json` too)."""
+    if elided is not None:
+        objects = objects.with_columns(json=elided.reduce(objects.get_column("json")))
     # The statement decodes each object alone (no window, no aggregate): run over slices of the
     # objects, about OBSERVE_SLICE_BYTES of text each, its results concatenated are its rows over all
     # of them in the same order, and DuckDB's working memory is the slice's (returned after each).

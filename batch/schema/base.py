@@ -21,6 +21,7 @@ class Col:
     type: pa.DataType
     doc: str
     json: bool = False
+    long: bool = False  # free text a value of which can be as long as a line (parts.text)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,13 @@ class Table:
     doc: str
     cols: tuple[Col, ...]
     stage: str = "batch"  # "batch": written per batch; "final": written once over all batches
+
+    @property
+    def statistics(self) -> list[str]:
+        """The columns whose Parquet statistics are written: not JSON or long text, whose min and max
+        are of no use to a filter and cost the writer two copies of the longest value
+        (docs/decisions/001-long-lines.md)."""
+        return [c.name for c in self.cols if not (c.json or c.long)]
 
     @property
     def schema(self) -> pa.Schema:
@@ -46,8 +54,8 @@ class Table:
         return [c.name for c in self.cols]
 
 
-def col(name: str, type_: pa.DataType, doc: str, *, json: bool = False) -> Col:
-    return Col(name, type_, doc, json)
+def col(name: str, type_: pa.DataType, doc: str, *, json: bool = False, long: bool = False) -> Col:
+    return Col(name, type_, doc, json, long)
 
 
 

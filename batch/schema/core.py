@@ -147,7 +147,8 @@ PARTS = Table(
         _c("part_index", I64, "0-based index of the block in the record"),
         _c("part_type", STR, "text, thinking, redacted_thinking, tool_use, tool_result, image, document, data "
            "(an attachment's structured content), or the native block type"),
-        _c("text", STR, "text of a text block, thinking of a thinking block, or a tool result's text content"),
+        _c("text", STR, "text of a text block, thinking of a thinking block, or a tool result's text content",
+           long=True),
         _c("call_id", STR, "tool_use.id, or tool_result.tool_use_id"),
         _c("tool_name", STR, "tool_use.name"),
         _c("tool_input", JSON, "tool_use.input", json=True),
