@@ -222,9 +222,10 @@ def _convert(
         # their previous rows is kept or dropped, per table (`_deltas`)
         delta_batches, dropped, delta_summary = [], {}, {}
         if growing:
-            delta_batches, dropped, delta_summary = _deltas(
+            delta_batches, dropped, delta_summary, whole = _deltas(
                 output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop
             )
+            growing = {owner: g for owner, g in growing.items() if owner not in whole}
         # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
         # group that is still there): named in the manifest with the lines the previous output held
         replaced = _replaced(output, state, found, {u.owner for u in plan.units} - plan.kept, owners_fp)
@@ -832,8 +833,11 @@ def _deltas(
     bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that table
     are written whole and its previous rows are dropped from the batches holding them.
 
+    A chunk of groups that runs out of memory is left out: those groups are returned, to be converted
+    whole as groups that changed (with the batches' retries, `_convert`).
+
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
-    None for every table, and the manifest's summary of it."""
+    None for every table, the manifest's summary of it, and the groups left out."""
     held: dict[tuple[str, bool], dict[str, int]] = {}
     for batch in touched:
         for p in splits[batch["part"]]:
@@ -842,13 +846,19 @@ def _deltas(
                     held.setdefault((p.table, p.work), {})
                     held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
     dropped: dict = {None: set()}
-    entries, fell_back = [], {}
+    entries, fell_back, whole = [], {}, set()
     with ThreadPoolExecutor(1) as hasher:
         for chunk in batches([g.new for g in growing.values()], max_bytes=batch_bytes):
             owners = sorted({u.owner for u in chunk})
             old, new = _Captured(output.spill), _Captured(output.spill)
-            before = _convert_batch([growing[o].old for o in owners], old, "", tool_result_files, hasher, 1, stop)
-            after = _convert_batch(chunk, new, "", tool_result_files, hasher, 1, stop)
+            try:
+                before = _convert_batch([growing[o].old for o in owners], old, "", tool_result_files, hasher, 1, stop)
+                after = _convert_batch(chunk, new, "", tool_result_files, hasher, 1, stop)
+            except Exception as exc:
+                if stop.event.is_set() or not out_of_memory(exc):
+                    raise
+                whole.update(owners)  # converted whole instead, as changed groups, with the batches' retries
+                continue
             # a file whose previous bytes changed was rewritten, not appended to
             read = {i["path"]: i.get("sha256") for i in before.inputs}
             rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
@@ -894,11 +904,13 @@ def _deltas(
                 **({"rows": recorded} if recorded is not None else {}),
             })
     summary = {
-        "session_groups": len(growing),
+        "session_groups": len(growing) - len(whole),
         "rewritten": len(dropped[None]),
         "tables_fell_back": dict(sorted(fell_back.items())),
+        # groups whose delta ran out of memory: converted whole, as groups that changed
+        **({"converted_whole": len(whole)} if whole else {}),
     }
-    return entries, dropped, summary
+    return entries, dropped, summary, whole
 
 
 def _difference(

@@ -1,7 +1,7 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
     python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N] [--floor]
-                        [--session-mb MIB]
+                        [--session-mb MIB] [--long-line-mb MIB]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -16,7 +16,9 @@ Then incremental re-runs over the output (`rerun`): with nothing changed; with 1
 grown by one line (every 100th main transcript by path; as Claude Code appends to a live
 transcript); then with the 1% of the main transcripts modified last grown the same way; each as a
 share of the full convert. With --session-mb, one session of that size built from the archive
-(bench/session.py), converted alone, with its peak RSS. The figures are also written to
+(bench/session.py), converted alone, with its peak RSS. With --long-line-mb, a session with one
+tool-result line of that size and the same session with a short line, their peaks and the long
+line's cost per byte (`long_line`). The figures are also written to
 bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
@@ -352,6 +354,42 @@ def large_session(archive: Path, out: Path, size_mb: float, args: argparse.Names
     return {**built, **run}
 
 
+def long_line(scratch: Path, size_mb: float) -> dict:
+    """Convert a session whose one tool-result line is about size_mb MiB (its text in one JSON string,
+    as Claude Code writes a file read back), and the same session with that line 1 KiB long, in the
+    same run: the difference of their peaks is what the long line costs; print both."""
+    runs = {}
+    for label, mb in (("short", 1 / 1024), ("long", size_mb)):
+        source = scratch / f"long-line-{label}" / "-bench"
+        shutil.rmtree(source.parent, ignore_errors=True)
+        source.mkdir(parents=True)
+        sid = "44444444-4444-4444-8444-444444444444"
+        text = ("0123456789abcdef" * 64 + "\n") * max(1, int(mb * (1 << 20)) // 1025)
+        stamp = {"sessionId": sid, "timestamp": "2026-02-12T20:30:00.000Z", "cwd": "/work", "version": "2.1.100"}
+        lines = [
+            {"type": "user", "uuid": "u1", "parentUuid": None, **stamp, "message": {"role": "user", "content": "read it"}},
+            {"type": "assistant", "uuid": "u2", "parentUuid": "u1", **stamp, "message": {
+                "id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/work/log"}}],
+                "usage": {"input_tokens": 6, "output_tokens": 3}}},
+            {"type": "user", "uuid": "u3", "parentUuid": "u2", **stamp, "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]}},
+        ]
+        (source / f"{sid}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        out = scratch / f"long-line-{label}-out"
+        try:
+            runs[label] = {**convert(source.parent, out, None, None), "line_bytes": len(json.dumps(lines[2]))}
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(source.parent, ignore_errors=True)
+    long, short = runs["long"], runs["short"]
+    cost = (long["peak_rss_mib"] - short["peak_rss_mib"]) / (long["line_bytes"] / (1 << 20))
+    print(f"long line one tool-result line of {long['line_bytes'] / (1 << 20):.0f} MiB: {long['seconds']:.2f} s wall, "
+          f"{long['cpu_seconds']:.2f} s CPU, peak RSS {long['peak_rss_mib']:.0f} MiB; the same session with a "
+          f"1 KiB line {short['peak_rss_mib']:.0f} MiB: the line costs {cost:.1f} x its size")
+    return {"long": long, "short": short, "cost_per_byte": cost}
+
+
 def code_version() -> str:
     """Which converter code runs: the commit of the checkout (+dirty when batch/ or sql/ differ from
     it), or the folder `batch` is imported from when that is not this checkout (PYTHONPATH)."""
@@ -512,6 +550,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="also time the floor: the sha256, one JSON parse and one Parquet copy of every line")
     ap.add_argument("--session-mb", type=float, default=0, metavar="MIB",
                     help="then convert one session of MIB (bench/session.py, built from the archive) and report it")
+    ap.add_argument("--long-line-mb", type=float, default=0, metavar="MIB",
+                    help="then convert a session with one tool-result line of MIB and report the line's peak")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 
@@ -620,6 +660,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.session_mb:
             one = large_session(archive, out.parent / f"session-{args.session_mb:g}", args.session_mb, args)
 
+        line = long_line(out.parent, args.long_line_mb) if args.long_line_mb else None
+
         reruns = rerun(archive, out, args.batch_mb, args.workers, conv)
         for r in reruns:
             target = RERUN_TARGETS.get(r["label"], RERUN_TARGETS["1% of sessions grown"])
@@ -647,6 +689,7 @@ def main(argv: list[str] | None = None) -> None:
             "floor": least,
             "reruns": reruns,
             "large_session": one,
+            "long_line": line,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],

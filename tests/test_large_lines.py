@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 from conftest import (
     SAMPLE,
+    assert_same_as_full,
     assistant,
     dumps,
     read_manifest,
@@ -247,3 +248,25 @@ def test_lines_of_100_and_300_mb_convert_with_the_default_memory(archive, tmp_pa
             assert digest(got) == digest(text)
     # the ordinary sessions are all there
     assert t["sessions"].filter(~pl.col("session_key").is_in(list(sids.values()))).height == result.tables["sessions"] - 4
+
+
+def test_a_grown_group_whose_delta_runs_out_of_memory_is_converted_whole(archive, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    batch.convert([archive], out)
+    grown = sorted((archive / "-Users-demo-viewer").glob("*.jsonl"))[0]
+    sid = json.loads(grown.read_text().splitlines()[0]).get("sessionId")
+    with grown.open("a") as fh:
+        fh.write(dumps(user(uid(900), None, "one more", sid=sid)) + "\n")
+    real = batch.pipeline._convert_batch
+
+    def failing(units, output, *args, **kw):  # a delta (converted into a capture) runs out of memory
+        if isinstance(output, batch.pipeline._Captured):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
+        return real(units, output, *args, **kw)
+
+    monkeypatch.setattr(batch.pipeline, "_convert_batch", failing)
+    result = batch.convert([archive], out)
+    assert result.manifest["reuse"]["deltas"]["converted_whole"] == 1
+    assert result.manifest["reuse"]["deltas"]["session_groups"] == 0
+    monkeypatch.undo()
+    assert_same_as_full(archive, out, tmp_path)
