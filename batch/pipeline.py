@@ -46,7 +46,7 @@ SOURCE_TABLES = entire_checkpoint.RUN_TABLES
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
-# Peak memory grows with workers x batch size (see docs/performance.md): two batches of
+# Peak memory grows with workers x batch size (docs/decisions/002-two-batches.md): two batches of
 # 48 MiB at once peak at 0.9 to 1.0 GiB; 64 MiB ones take 4 to 5% less CPU but peak above 1 GiB,
 # 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
@@ -54,7 +54,7 @@ DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
 # memory; a session larger than claude_code.STORE_BYTES keeps its wide rows in a store, and peaks
 # at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,082 to 1,197
-# and 1,716 to 1,810 MiB (docs/performance.md, "One large session"); the estimates keep a margin above.
+# and 1,716 to 1,810 MiB (docs/decisions/007-one-large-session.md); the estimates keep a margin above.
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30
@@ -231,7 +231,7 @@ def _convert(
         replaced = _replaced(output, state, found, {u.owner for u in plan.units} - plan.kept, owners_fp)
         plan = replace(plan, units=[u for u in plan.units if u.owner not in growing])
         # the unchanged groups of a batch that also held changed ones: their rows are carved out of
-        # its parts (one at a time: carving two batches at once took more CPU seconds, see docs/performance.md)
+        # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
         carved_batches = []
         for old in touched:
             same = frozenset(o for o, fp in old["groups"].items() if reuse.unchanged(o, fp, owners_fp, plan.kept))
@@ -1118,7 +1118,7 @@ def _arrow_pool() -> None:
     """Make Arrow allocate from jemalloc (the system allocator where pyarrow has no jemalloc), unless
     ARROW_DEFAULT_MEMORY_POOL names a pool. pyarrow's default, mimalloc, keeps the pages of the
     Parquet writes and casts of each worker thread: two batches at once peaked about 80 MiB higher
-    with it, at the same CPU seconds (docs/performance.md, "Arrow's allocator")."""
+    with it, at the same CPU seconds (docs/decisions/008-arrow-allocator.md)."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
     try:

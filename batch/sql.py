@@ -69,7 +69,7 @@ _ORDER = re.compile(r"^--\s*order:[ \t]*(.*)$", re.MULTILINE)
 # connection each) do not reach their largest statements at the same time.
 # A batch holds it from the statement of a file with `-- hold: until release` (records_full) to its
 # `release`: then neither the other batch's largest statements nor its envelope decode meet this
-# batch's frames at their largest (docs/performance.md, "The default peak with two batches").
+# batch's frames at their largest (docs/decisions/002-two-batches.md).
 _ONE_LARGE = threading.RLock()
 _HOLD = re.compile(r"^--\s*hold:[ \t]*until release[ \t]*$", re.MULTILINE)
 _holding = threading.local()
@@ -263,7 +263,7 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     to Arrow: two copies of the rows at once. A statement whose result is large (`-- result: large`)
     is therefore run as a relation, whose query writes Arrow itself; binding it twice costs less
     than that copy. One such statement runs at a time in the process, so that two batches' largest
-    statements do not add up (docs/performance.md, "Peak memory of two batches"); a file that says
+    statements do not add up (docs/decisions/003-large-statements.md); a file that says
     `-- hold: until release` starts a `hold`.
     """
     if held(name):

@@ -64,6 +64,7 @@ PART_RE = re.compile(r"^part-(\d{5}|[0-9a-f]{16})\.parquet$")
 # Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
 # to prove what an interruption leaves (tests/test_safety.py).
 FAULT_ENV = "ASR_BATCH_FAULT"
+STALLED_ENV = FAULT_ENV + "_STALLED"
 
 
 def _slices(frame: pl.DataFrame, size: int) -> list[pl.DataFrame]:
@@ -405,11 +406,14 @@ def lock_output(out: Path, warn=None):
 
 
 def fault(step: str, event: threading.Event | None = None) -> None:
-    """Kill this process at `step`, or stall there for a minute, when the test hook asks for it."""
+    """Kill this process at `step`, or stall there for a minute, when the test hook asks for it
+    (a stall creates the file STALLED_ENV names, if any: a test waits for it, not for a time)."""
     asked = os.environ.get(FAULT_ENV)
     if asked == step:
         os.kill(os.getpid(), signal.SIGKILL)
     elif asked == f"stall:{step}":
+        if os.environ.get(STALLED_ENV):
+            Path(os.environ[STALLED_ENV]).touch()
         if event is not None:
             event.wait(60)  # a stalled batch still stops when the run is told to
         else:

@@ -4,7 +4,7 @@
 
 Converts the archive (one batch at a time, into a temporary folder unless --out is given) and, in
 each batch, keeps the columns of the classified observations that the narrow pass would hold
-(docs/performance.md, "Chunked sessions: the plan"; NARROW below, with each line's byte offset and
+(docs/decisions/005-chunked-sessions.md; NARROW below, with each line's byte offset and
 length, and the observation's ord and json_hash) and observation_index's output. Prints the sum over
 the batches of their Polars `estimated_size`, per observation: as the converter holds these columns
 today (strings), and with the repetitive strings categorical and the stream as an Int32 id. The

@@ -7,7 +7,7 @@
 -- needs from them (toolUseResult.agentId and the call IDs of the result's blocks, the uuid of the
 -- message an agent_progress line copies, a queue operation's content and reason) were taken where
 -- each line was decoded (observations.sql). So it can run on the narrow columns of a whole session
--- before its records are converted a part at a time (docs/performance.md, "Chunked sessions: the plan"):
+-- before its records are converted a part at a time (docs/decisions/005-chunked-sessions.md):
 -- it reads the narrow frame of the observations (`narrow_observations`, NARROW_COLUMNS of
 -- batch/formats/claude_code.py with ord), which holds no wide column.
 -- reads: batch_files, narrow_observations, observation_index

@@ -1,6 +1,6 @@
 -- session_facts: one row per session of the batch with a fact that a statement converting a part of
--- its records needs from the whole session, from narrow columns alone (docs/performance.md, "Chunked
--- sessions: the plan"): the seq of its last cost-state record (usage_summaries.sql, is_latest).
+-- its records needs from the whole session, from narrow columns alone (docs/decisions/005-chunked-sessions.md):
+-- the seq of its last cost-state record (usage_summaries.sql, is_latest).
 -- reads: classified, record_table
 with final as (
     select r.session_key, max(r.seq) as last_cost_state_seq

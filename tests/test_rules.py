@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from pathlib import Path
 
 import polars as pl
@@ -764,7 +763,8 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     running: set[int] = set()
     overlaps: dict[int, set[int]] = {}
     threads: dict[int, int] = {}
-    lock = threading.Lock()
+    lock = threading.Condition()
+    partner = {2: 3, 3: 2}  # the two batches after the large one run together
     real = batch.pipeline._convert_batch
 
     # a batch's parts are named by its session groups: here one session per batch, in this order
@@ -777,9 +777,13 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
             for other in running:
                 overlaps[other].add(index)
             running.add(index)
+            lock.notify_all()
+            # a batch expected beside another waits until it has seen it start (or gives up after a
+            # generous minute: the assertions below then fail), instead of a sleep that must be long enough
+            if index in partner:
+                lock.wait_for(lambda: partner[index] in overlaps, timeout=60)
         threads[index] = workers
         try:
-            time.sleep(0.3)  # long enough for batches submitted together to overlap
             return real(files, output, part, tool_result_files, hasher, workers, stop, *rest)
         finally:
             with lock:

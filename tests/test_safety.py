@@ -10,17 +10,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import SID, SID2, assistant, uid, user, write_jsonl
 
 import batch
 import batch.write
 from batch.errors import OutputError, SourceError
 from batch.write import MARKER, RUN_INFIX, Output
-from conftest import SID, SID2, assistant, uid, user, write_jsonl
 
 ROOT = Path(__file__).parent.parent
 
@@ -208,10 +209,12 @@ def test_an_aborted_run_leaves_files_it_did_not_write(src, out):
         output.part("records", 1)
 
 
-def _cli(args: list[str], *, fault: str | None = None, **kw) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != batch.write.FAULT_ENV}
+def _cli(args: list[str], *, fault: str | None = None, stalled: Path | None = None, **kw) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in (batch.write.FAULT_ENV, batch.write.STALLED_ENV)}
     if fault:
         env[batch.write.FAULT_ENV] = fault
+    if stalled:
+        env[batch.write.STALLED_ENV] = str(stalled)
     return subprocess.Popen(
         [sys.executable, "-m", "batch", *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, **kw,
@@ -255,12 +258,12 @@ def test_a_signal_removes_the_run_folder_and_keeps_the_previous_output(src, out,
     batch.convert([src], out)
     old = tree(out)
     two_sessions(src)
-    proc = _cli(["convert", str(src), "--out", str(out), "-q"], fault=step)
-    deadline = 100
-    while not run_folders(out) and deadline:
-        subprocess.run(["sleep", "0.1"], check=True)
-        deadline -= 1
-    subprocess.run(["sleep", "1"], check=True)  # the run reaches its stall
+    stalled = out.parent / "stalled"
+    proc = _cli(["convert", str(src), "--out", str(out), "-q"], fault=step, stalled=stalled)
+    deadline = time.monotonic() + 120  # the run reaches its stall: generous on a loaded machine
+    while not stalled.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stalled.exists(), "the run did not reach its stall"
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signum, err

@@ -43,18 +43,18 @@ FORMAT = "claude-code-jsonl"
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 
 # Slices of a batch's lines decoded at once (sql/observations.sql), by the size of their text
-# (docs/performance.md, "Slices of a large batch").
+# (docs/decisions/004-slices.md).
 OBSERVE_SLICE_BYTES = 64 << 20
 # Slices of a batch's records whose parts are converted at once (sql/parts.sql), by the size of their
-# JSON: the statement's working memory is the slice's (docs/performance.md, "Slices of a large batch").
+# JSON: the statement's working memory is the slice's (docs/decisions/004-slices.md).
 PART_SLICE_BYTES = 64 << 20
 # Chunks of a batch's observations converted at once by pass 2 of the core (records_full, parts,
 # source_lines, number_faults, rejects: _pass2), by the size of their JSON text, cut where no record's
-# live observations are on both sides (chunk_ends; docs/performance.md, "Chunked sessions: the plan").
+# live observations are on both sides (chunk_ends; docs/decisions/005-chunked-sessions.md).
 # An ordinary batch is one chunk.
 PASS2_CHUNK_BYTES = 64 << 20
 # A batch whose streams hold more bytes than this, more than a chunk of pass 2, keeps its wide rows in
-# a store (formats/store.py) instead of frames held to its end (docs/performance.md, "The store").
+# a store (formats/store.py) instead of frames held to its end (docs/decisions/006-the-store.md).
 STORE_BYTES = PASS2_CHUNK_BYTES
 # The reason of a line rejected without being decoded: longer than a batch converted again after
 # running out of memory may decode (pipeline, "A batch out of memory").

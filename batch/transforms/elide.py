@@ -4,11 +4,12 @@ DuckDB's JSON decode takes many times the size of the text it parses (a document
 line, then each JSON field it returns written again as text, then parsed again by the statements
 that read it: up to about 40 times a long line's size, docs/decisions/001-long-lines.md). The long
 values of a long line are almost always one or a few strings (a file read back, a log, an image in
-base64), and no statement reads more of them than their start. So before the decode, each JSON
-string of at least ELIDE_CHARS characters in a text of at least that many bytes is replaced by its
-first PREFIX_CHARS characters followed by a sentinel naming it; the conversion runs on the reduced
-text, and `Elided.restore` puts the rest of each string back into every output value that holds
-its sentinel, in the form that value holds it in:
+base64), and no statement reads more of them than their start and a closing tag at their end. So
+before the decode, each JSON string of at least ELIDE_CHARS characters (as written) in a text of at
+least that many bytes is replaced by its first PREFIX_CHARS and last SUFFIX_CHARS characters with a
+sentinel naming it between them; the conversion runs on the reduced text, and `Elided.restore` puts
+the rest of each string back into every output value that holds its sentinel, in the form that
+value holds it in:
 
 - `verbatim`: the text as the line wrote it (records.native): the rest as the line wrote it;
 - `decoded`: a string value read out of the JSON (parts.text): the rest decoded;
@@ -20,10 +21,11 @@ as DuckDB writes it again (non-ASCII characters as they are, the quote escaped).
 the string as written, so equal strings have equal sentinels and the decision to elide depends on
 the string alone: a reduced text's hash tells texts apart as the text's would.
 
-A string is kept as it is where eliding it could change what is read: an escape its decode does
-not accept, a lone surrogate. A value that still holds a sentinel after the restore (a form not
-foreseen) raises Unrestored, a MemoryError: the pipeline converts the batch again as after running
-out of memory, and its last attempt decodes the lines whole, without elision.
+A string is kept as it is where eliding it could change what is read (`_certain`: an escape JSON
+does not have, a lone half of a surrogate pair; a text with a control character). A value that
+still holds a sentinel after the restore (a form not foreseen) raises Unrestored, a MemoryError:
+the pipeline converts the batch again as after running out of memory, and its last attempt decodes
+the lines whole, without elision.
 """
 
 from __future__ import annotations
@@ -44,9 +46,13 @@ PREFIX_CHARS = 4096
 SUFFIX_CHARS = 1024
 
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
-_SHORT_ESCAPES = frozenset('"\\/bfnrt')
-_UNICODE_ESCAPE = re.compile(r"\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}")
-_SURROGATE_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+# a string's body as written, up to its closing quote
+_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.S)
+# a string's body whose decode is certain: characters, JSON's escapes, surrogate pairs whole
+_CERTAIN = re.compile(
+    r'(?:[^"\\]++|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}'
+    r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})*+'
+)
 _SENTINEL = re.compile(
     r'\\uE000asr:(?P<v>[0-9a-f]{32})\\"\\uE001'  # verbatim
     r'|\ue000asr:(?P<j>[0-9a-f]{32})\\"\ue001'  # JSON written by DuckDB
@@ -158,41 +164,23 @@ class Elided:
 
 def _long_strings(text: str, min_length: int) -> Iterator[tuple[int, int]]:
     """The spans of the string tokens of the JSON text `text` at least `min_length` characters long
-    (quotes included): from a quote to the next one not escaped (one preceded by an even number of
-    backslashes), found by str.find, which passes over long strings at the speed of memchr."""
-    find = text.find
-    start = find('"')
+    (quotes included): from a quote, its body up to the next quote not escaped (one match of
+    `_BODY`, which runs in C however many escapes the string holds)."""
+    start = text.find('"')
     while start >= 0:
-        end = find('"', start + 1)
-        while end > 0 and text[end - 1] == "\\":
-            first = end - 1
-            while text[first - 1] == "\\":
-                first -= 1
-            if (end - first) % 2 == 0:
-                break
-            end = find('"', end + 1)
-        if end < 0:
+        end = _BODY.match(text, start + 1).end()
+        if end >= len(text):
             return
         if end + 1 - start >= min_length:
             yield start, end + 1
-        start = find('"', end + 1)
+        start = text.find('"', end + 1)
 
 
 def _certain(text: str, start: int, end: int) -> bool:
     """Whether the string text[start:end] (as written, without its quotes) decodes as every JSON
     reader decodes it: no escape JSON does not have, no lone half of a surrogate pair (no UTF-8);
     the text holds no control character (Elided.reduce). Strings that are not certain are kept whole."""
-    find, at = text.find, text.find("\\", start, end)
-    while at >= 0:
-        if at + 1 < end and text[at + 1] in _SHORT_ESCAPES:
-            at = find("\\", at + 2, end)
-        elif _UNICODE_ESCAPE.match(text, at, end):
-            at = find("\\", at + 6, end)
-        elif _SURROGATE_PAIR.match(text, at, end):
-            at = find("\\", at + 12, end)
-        else:
-            return False
-    return True
+    return _CERTAIN.fullmatch(text, start, end) is not None
 
 
 def _boundary(text: str, start: int, end: int, at: int, step: int) -> int | None:
