@@ -350,13 +350,23 @@ def _convert(
                 raise
         fault("batches")
         not_converted = [_too_large(output, units, exc, used, skipped) for units, exc in lost]
+        # a group converted by an earlier run keeps the rows that run wrote (`_keep_previous`)
+        for entry in not_converted:
+            for batch in _keep_previous(output, state, splits, keys, entry["session_key"], used):
+                entry["previous_rows_kept"] = True
+                inputs.extend(batch["inputs"])
+                skipped.extend(tuple(s) for s in batch["skipped"])
+                for k, v in batch["counts"].items():
+                    counts[k] = counts.get(k, 0) + v
+                state_batches.append(batch)
+        unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
         run_frames = _run_frames(found_all.imports)
         if previous is not None and not prune:
             _keep_run_rows(output, run_frames)
         for name, count in _write_source_parts(output, run_frames, reuse.part_id(())).items():
             counts[name] = counts.get(name, 0) + count
         inputs.sort(key=lambda i: i["path"])
-        reads = _reads(previous, owners_fp, converting, plan.kept, read_at)
+        reads = _reads(previous, owners_fp, converting - unconverted, plan.kept, read_at)
         state_batches.sort(key=lambda b: b["part"])
         reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
         summary = {
@@ -1418,7 +1428,8 @@ def _too_large(
     """Declare a session group that ran out of memory even alone: a `losses` row (category
     `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the
     manifest's `skipped`, and its entry of the manifest's `not_converted`. The group is not in the
-    reuse state, so the next run tries it again."""
+    reuse state as converted now, so the next run tries it again (rows of it an earlier run wrote
+    are kept: `_keep_previous`)."""
     owner = units[0].owner
     # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
     files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
@@ -1436,6 +1447,29 @@ def _too_large(
     skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
                    for name in files)
     return {"session_key": owner, "bytes": size, "files": files, "error": error}
+
+
+def _keep_previous(
+    output: Output, state: dict | None, splits: dict[str, list[_Piece] | None], keys: dict[str, str], owner: str,
+    used: set[str],
+) -> list[dict]:
+    """The rows an earlier run wrote of a group this run could not convert, carved out of the
+    previous batches holding them (still in the previous output: the swap comes later), as state
+    entries with the fingerprint of that run: the next run tries the group again. None when the
+    group is new, or when its rows cannot be told apart by group (then they go, as before)."""
+    entries = []
+    for old in (state or {}).get("batches", []):
+        if owner not in old["groups"]:
+            continue
+        if old["part"] not in splits:
+            splits[old["part"]] = _split(output, old, keys)
+        if splits[old["part"]] is None:
+            continue
+        part = reuse.unique_part(reuse.part_id([owner, f"previous:{old['part']}"]), used)
+        carved = _carve(output, old, splits[old["part"]], frozenset({owner}), part)
+        if carved is not None:
+            entries.append(carved)
+    return entries
 
 
 def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:

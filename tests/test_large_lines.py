@@ -270,3 +270,43 @@ def test_a_grown_group_whose_delta_runs_out_of_memory_is_converted_whole(archive
     assert result.manifest["reuse"]["deltas"]["session_groups"] == 0
     monkeypatch.undo()
     assert_same_as_full(archive, out, tmp_path)
+
+
+def test_a_session_converted_before_that_does_not_fit_now_keeps_its_rows(archive, tmp_path, monkeypatch):
+    big_session(archive / "-big", 1)
+    out = tmp_path / "out"
+    batch.convert([archive], out)
+    before = read_tables(out)
+    path = archive / "-big" / f"{BIG_SID}.jsonl"
+    path.write_text(path.read_text() + dumps(user(uid(5), uid(4), "and this", sid=BIG_SID)) + "\n")
+    real = batch.pipeline._convert_batch_on
+
+    def failing(con, units, *args):  # the grown session runs out of memory whatever is tried
+        if any(u.owner == BIG_SID for u in units):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
+        return real(con, units, *args)
+
+    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    result = batch.convert([archive], out)
+    [entry] = result.manifest["not_converted"]
+    assert entry["session_key"] == BIG_SID and entry["previous_rows_kept"] is True
+    t = read_tables(out)
+    # the rows the first run wrote of it are all there, and the loss says this run did not convert it
+    for name in ("records", "parts", "tool_calls", "source_lines", "inferences"):
+        got = t[name].filter(pl.col("session_key") == BIG_SID)
+        want = before[name].filter(pl.col("session_key") == BIG_SID)
+        assert got.height == want.height > 0
+        assert_frame_equal(sorted_rows(timeless(got)), sorted_rows(timeless(want)), check_row_order=True)
+    assert t["losses"].filter(pl.col("category") == "memory.session_not_converted").get_column("session_key").to_list() \
+        == [BIG_SID]
+    # its session row too, read when the first run read it
+    [row] = t["sessions"].filter(pl.col("session_key") == BIG_SID).rows(named=True)
+    [first] = before["sessions"].filter(pl.col("session_key") == BIG_SID).rows(named=True)
+    assert row["record_count"] == first["record_count"] == 4
+    assert row["source_last_read_at"] == first["source_last_read_at"] and row["source_present"] is True
+    # when it fits again, the next run converts it as a full conversion would
+    monkeypatch.undo()
+    again = batch.convert([archive], out)
+    assert again.manifest["not_converted"] == []
+    assert read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).height == 5
+    assert_same_as_full(archive, out, tmp_path)
