@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -24,15 +23,16 @@ from batch import reuse, sql
 from batch.errors import OutputError, SourceError
 from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.formats.store import STORE_MEMORY
+from batch.incremental import carving, deltas
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
-from batch.sources.claude_code import Discovery, discover, head_unchanged, units
+from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
 from batch.transforms import elide, tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
-    WORK, Output, PartWriter, conform, fault, forget_manifest, lock_output, read_state, state_unreadable,
+    WORK, Output, PartWriter, fault, forget_manifest, lock_output, read_state, state_unreadable,
 )
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
@@ -83,7 +83,7 @@ class _Batch:
     inputs: list[dict]
     counts: dict[str, int]
     skipped: list[tuple[str, str]]
-    rows: dict[str, list[int]] | None = None  # each part's rows per group (`_RowsByGroup`), when told
+    rows: dict[str, list[int]] | None = None  # each part's rows per group (`carving.RowsByGroup`), when told
 
 
 @dataclass
@@ -189,22 +189,22 @@ def _convert(
         if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
             # (but for a batch holding kept groups: they cannot be converted again)
             missing |= {owner for b, _ in plan.carved if not plan.kept & b["groups"].keys() for owner in b["groups"]}
-        # The batches to carve, and those holding a group re-run as a delta (`_deltas`), are split by
+        # The batches to carve, and those holding a group re-run as a delta (`deltas.run_deltas`), are split by
         # group first (key columns only); a batch whose rows cannot all be told apart by group is
         # dropped, with every batch sharing a group with it, and their groups are converted again.
-        splits: dict[str, list[_Piece] | None] = {}
-        keys = _session_owners(previous)
+        splits: dict[str, list[carving.Piece] | None] = {}
+        keys = carving.session_owners(previous)
         while True:
             if missing:
                 _check_kept(out, previous, missing, plan.kept)
                 state = reuse.without(previous, missing)
                 plan = replace(reuse.plan(found_all.units, state, **options), complete=False)
-            growing = {} if verify or full else _growing(plan, state, found, found_all.units, owners_fp, batch_bytes)
+            growing = {} if verify or full else deltas.growing_groups(plan, state, found, found_all.units, owners_fp, batch_bytes)
             touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
             bad = set()
             for b in [*touched, *(b for b, _ in plan.carved)]:
                 if b["part"] not in splits:
-                    splits[b["part"]] = _split(output, b, keys)
+                    splits[b["part"]] = carving.split(output, b, keys)
                 if splits[b["part"]] is None:
                     bad |= b["groups"].keys()
             if not bad - missing:
@@ -219,11 +219,12 @@ def _convert(
         forget_manifest()
         used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
         # the grown groups re-run as deltas: their new rows in batches of their own, and what of
-        # their previous rows is kept or dropped, per table (`_deltas`)
+        # their previous rows is kept or dropped, per table (`deltas.run_deltas`)
         delta_batches, dropped, delta_summary = [], {}, {}
         if growing:
-            delta_batches, dropped, delta_summary, whole = _deltas(
-                output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop
+            delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
+                output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop,
+                _convert_batch,
             )
             growing = {owner: g for owner, g in growing.items() if owner not in whole}
         # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
@@ -235,14 +236,14 @@ def _convert(
         carved_batches = []
         for old in touched:
             same = frozenset(o for o, fp in old["groups"].items() if reuse.unchanged(o, fp, owners_fp, plan.kept))
-            carved = _carve(output, old, splits[old["part"]], same, old["part"], dropped=dropped, growing=growing)
+            carved = carving.carve(output, old, splits[old["part"]], same, old["part"], dropped=dropped, growing=growing)
             if carved is not None:
                 carved_batches.append(carved)
         taken = {b["part"] for b in touched}
         for old, keep in plan.carved:
             if old["part"] not in taken:
                 part = reuse.unique_part(reuse.part_id(sorted(keep)), used)
-                carved_batches.append(_carve(output, old, splits[old["part"]], keep, part))
+                carved_batches.append(carving.carve(output, old, splits[old["part"]], keep, part))
         total = sum(u.size for u in found_all.units)
         converting = {u.owner for u in plan.units} | growing.keys()
         done = sum(u.size for u in found_all.units if u.owner not in converting)
@@ -278,7 +279,7 @@ def _convert(
                 try:
                     result = future.result()
                 except Exception as exc:
-                    if stop.event.is_set() or not out_of_memory(exc):
+                    if stop.event.is_set() or not sql.out_of_memory(exc):
                         raise
                     output.discard(names[future])  # what the batch wrote before it failed
                     failed.append((batch_units[future], exc))
@@ -350,9 +351,9 @@ def _convert(
                 raise
         fault("batches")
         not_converted = [_too_large(output, units, exc, used, skipped) for units, exc in lost]
-        # a group converted by an earlier run keeps the rows that run wrote (`_keep_previous`)
+        # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
         for entry in not_converted:
-            for batch in _keep_previous(output, state, splits, keys, entry["session_key"], used):
+            for batch in carving.keep_previous(output, state, splits, keys, entry["session_key"], used):
                 entry["previous_rows_kept"] = True
                 inputs.extend(batch["inputs"])
                 skipped.extend(tuple(s) for s in batch["skipped"])
@@ -396,7 +397,7 @@ def _convert(
                 **previous_manifest, "skipped": _skipped(skipped), "reuse": summary, "replaced": [], "not_converted": [],
             }
         else:
-            sources_read = _SourceReads(reads, _session_owners({"batches": state_batches}))
+            sources_read = _SourceReads(reads, carving.session_owners({"batches": state_batches}))
             with _connect(spill=output.spill) as con:
                 final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames, sources_read)
             counts.update(final_counts)
@@ -429,188 +430,6 @@ def _convert(
     )
 
 
-# the columns that tell a row's session group (`_split`)
-_CARVE_KEYS = ("source_file", "session_key", "child_session_key", "parent_session_key")
-
-
-@dataclass
-class _Piece:
-    """A part of a previous batch, with its rows per group (`by_group`), and the group of each of
-    its rows (`owners`) when its key columns were read (None when it has no rows, or when its rows
-    per group were taken from the state's `rows`: `_carve` tells them from the part when it reads it)."""
-
-    table: str
-    work: bool
-    source: Path
-    owners: pl.Series | None
-    rows: int
-    by_group: dict[str, int]
-    keys: tuple[dict, dict, list[str]]  # what tells a row's group: `_key_owners` and the batch's groups
-
-
-@dataclass
-class _Growth:
-    """A group whose files only grew, re-run as a delta: its units now and as they were."""
-
-    new: Unit
-    old: Unit  # the same files, read up to their previous sizes (files added since left out)
-    files: dict[str, str | None]  # the previous files' names, with the SHA-256 recorded for each
-    fp: list  # its current fingerprint, as the state stores it
-
-
-class _Captured:
-    """Stands in for the Output of a batch: keeps the frames it would write (`_deltas`)."""
-
-    def __init__(self, spill: Path) -> None:
-        self.spill = spill
-        self.frames: dict[tuple[str, bool], pl.DataFrame] = {}
-
-    def open(self, table, index=0) -> _CapturedPart:
-        return _CapturedPart(self, table)
-
-    def write_work(self, name: str, data: pl.DataFrame, index=0) -> None:
-        self.frames[(name, True)] = data
-
-
-class _CapturedPart:
-    """A part of `_Captured`: its pieces, in the declared schema, kept as one frame once closed."""
-
-    def __init__(self, captured: _Captured, table) -> None:
-        self.captured, self.table, self.pieces, self.rows = captured, table, [], 0
-
-    def append(self, data: pl.DataFrame | pa.Table) -> int:
-        self.pieces.append(conform(self.table, data.to_arrow() if isinstance(data, pl.DataFrame) else data))
-        self.rows += self.pieces[-1].num_rows
-        return self.pieces[-1].num_rows
-
-    def close(self) -> None:
-        if self.pieces:
-            self.captured.frames[(self.table.name, False)] = pl.from_arrow(pa.concat_tables(self.pieces))
-            self.pieces = []
-
-
-def _path_owners(groups: dict[str, list | None]) -> dict[str, str | None]:
-    """The group of each file the groups' fingerprints name (None: named by two groups)."""
-    path_owner: dict[str, str | None] = {}
-    for owner, fp in groups.items():
-        for name, *_ in fp or []:
-            path_owner[name] = owner if path_owner.get(name, owner) == owner else None
-    return path_owner
-
-
-def _session_owners(state: dict | None) -> dict[str, str]:
-    """The group of each session among the inputs the state's batches record (a group's inputs are
-    recorded by one of the batches holding its rows)."""
-    keys: dict[str, str] = {}
-    for batch in (state or {}).get("batches", []):
-        path_owner = _path_owners(batch["groups"])
-        for i in batch["inputs"]:
-            owner = path_owner.get(i["path"])
-            if owner is not None and i.get("session_key"):
-                keys.setdefault(i["session_key"], owner)
-    return keys
-
-
-def _session_group(column: pl.Expr, key_owner: dict[str, str], groups: list[str]) -> pl.Expr:
-    """The group of a session key: the one `key_owner` gives, else the group whose main session it
-    is nested in (`<owner>/...`, one of `groups`); null when neither tells."""
-    nested = column.str.split("/").list.first()
-    return column.replace_strict(key_owner, default=None, return_dtype=pl.String).fill_null(
-        pl.when(nested.is_in(groups)).then(nested)
-    )
-
-
-def _group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], groups) -> pl.Expr | None:
-    """A row's group: that of its source file when it names one of `path_owner`, else that of its
-    session (one of `key_owner`, or one nested in a group's main session, `<owner>/...`).
-    `lineage_evidence` rows go by their child session when the parent is of the same group or of none."""
-    groups = list(groups)
-
-    def by_key(column: pl.Expr) -> pl.Expr:
-        return _session_group(column, key_owner, groups)
-
-    if "child_session_key" in columns:  # lineage_evidence
-        child, parent = by_key(pl.col("child_session_key")), by_key(pl.col("parent_session_key"))
-        return pl.when(parent.is_null() | (parent == child)).then(child)
-    if "source_file" in columns:
-        from_file = pl.col("source_file").replace_strict(path_owner, default=None, return_dtype=pl.String)
-        return from_file.fill_null(by_key(pl.col("session_key"))) if "session_key" in columns else from_file
-    if "session_key" in columns:
-        return by_key(pl.col("session_key"))
-    return None
-
-
-def _key_owners(groups: dict, inputs: list[dict], skipped: list, keys: dict[str, str]) -> tuple[dict, dict] | None:
-    """The group of each file (`_path_owners`) and of each session of a batch (its inputs', and
-    those of `keys` that are of its groups: `_session_owners`); None when an input or a skipped
-    path is of no group, or of two."""
-    path_owner = _path_owners(groups)
-    if any(path_owner.get(path) is None for path, *_ in skipped):
-        return None
-    key_owner = {k: o for k, o in keys.items() if o in groups}
-    for i in inputs:
-        owner = path_owner.get(i["path"])
-        if owner is None:
-            return None
-        if i.get("session_key"):
-            key_owner[i["session_key"]] = owner
-    return path_owner, key_owner
-
-
-def _owners(frame: pl.DataFrame, path_owner: dict, key_owner: dict[str, str], groups: list[str]) -> pl.Series | None:
-    """The group of each row of `frame` (`_group_of`); None when a row's group cannot be told."""
-    group = _group_of(frame.columns, path_owner, key_owner, groups)
-    if group is None:
-        return None
-    owners = frame.select(group.alias("_group")).get_column("_group")
-    return None if owners.null_count() else owners
-
-
-def _label(table: str, work: bool) -> str:
-    """A table's name in the state's `rows`: a work table's under `_work/`."""
-    return f"{WORK}/{table}" if work else table
-
-
-class _RowsByGroup:
-    """The rows of a batch's parts per group (the state's `rows`), gathered as the parts are
-    written: each part's distinct key values with their row counts, mapped to groups at the end,
-    once per set of key columns (`_owners`)."""
-
-    def __init__(self, groups: list[str]) -> None:
-        self.groups = groups
-        self.rows: dict[str, list[int]] = {}
-        self.keyed: dict[tuple[str, ...], list[pl.DataFrame]] = {}
-        self.told = True
-
-    def add(self, label: str, data: pl.DataFrame | pa.Table) -> None:
-        names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
-        keys = tuple(c for c in _CARVE_KEYS if c in names)
-        if not height:
-            self.rows.setdefault(label, [0] * len(self.groups))
-        elif not keys:
-            self.told = False
-        elif self.told:
-            frame = pl.from_arrow(data.select(keys)) if isinstance(data, pa.Table) else data.select(keys)
-            distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
-            self.keyed.setdefault(keys, []).append(distinct)
-
-    def result(self, maps: tuple[dict, dict[str, str]] | None) -> dict[str, list[int]] | None:
-        """Each part's rows per group, in the order of the groups (sorted), given the group of each
-        file and session (`_key_owners`); None when a row's group cannot be told."""
-        if not self.told or maps is None:
-            return None
-        position = {g: i for i, g in enumerate(self.groups)}
-        for keys, frames in self.keyed.items():
-            frame = pl.concat(frames, how="vertical_relaxed")
-            owners = _owners(frame.select(keys), *maps, self.groups)
-            if owners is None:
-                return None
-            found = frame.select("_t", owners.alias("_g"), "_n").group_by("_t", "_g").agg(pl.col("_n").sum())
-            for label, group, n in found.iter_rows():
-                self.rows.setdefault(label, [0] * len(self.groups))[position[group]] = int(n)
-        return dict(sorted(self.rows.items()))
-
-
 class _BatchParts:
     """A batch's parts, written as its tables are handed over: one part per output table, appended
     to a piece at a time (`Output.open`), so that no piece is held once written; the rows without a
@@ -619,7 +438,7 @@ class _BatchParts:
 
     def __init__(self, output: Output, index: str, groups: list[str]) -> None:
         self.output, self.index = output, index
-        self.rows = _RowsByGroup(groups)
+        self.rows = carving.RowsByGroup(groups)
         self.tail = tail.Tail()
         self.writers: dict[str, PartWriter] = {}
         self.work: dict[str, list[pl.DataFrame]] = {}
@@ -651,7 +470,7 @@ class _BatchParts:
             if name in self.work:
                 data = pl.from_arrow(_cast(schema, self.work.pop(name)))
                 self.output.write_work(name, data, self.index)
-                self.rows.add(_label(name, True), data)
+                self.rows.add(carving.part_label(name, True), data)
         return {t.name: self.writers[t.name].rows for t in TABLES if t.name in self.writers}
 
     def abort(self) -> None:
@@ -661,300 +480,6 @@ class _BatchParts:
     def _close_parts(self) -> None:
         for writer in self.writers.values():
             writer.close()
-
-
-def _recorded_rows(batch: dict) -> dict[str, dict[str, int]] | None:
-    """A previous batch's rows per part and group as its state entry records them (`rows`: per
-    table, a count per group in the order of its sorted groups), when they fit its parts' row
-    counts; None when they are not recorded (a state of an earlier version) or do not fit."""
-    rows, groups = batch.get("rows"), sorted(batch["groups"])
-    tables = {*batch["counts"], *(_label(t, True) for t in batch.get("work", []))}
-    if not isinstance(rows, dict) or rows.keys() != tables:
-        return None
-    found = {}
-    for label, counts in rows.items():
-        if not (isinstance(counts, list) and len(counts) == len(groups)
-                and all(type(n) is int and n >= 0 for n in counts)):
-            return None
-        if label in batch["counts"] and sum(counts) != batch["counts"][label]:
-            return None
-        found[label] = {g: n for g, n in zip(groups, counts) if n}
-    return found
-
-
-def _split(output: Output, batch: dict, keys: dict[str, str]) -> list[_Piece] | None:
-    """The parts of a previous batch with their rows per group: as the state records them (`rows`),
-    else told from the key columns; None when a part is gone or a row's group cannot be told
-    (`keys`: `_session_owners`)."""
-    groups = batch["groups"]
-    maps = _key_owners(groups, batch["inputs"], batch["skipped"], keys)
-    if maps is None:
-        return None
-    path_owner, key_owner = maps
-    recorded = _recorded_rows(batch)
-    pieces = []
-    for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
-        for table in tables:
-            source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
-            if source.is_symlink() or not source.is_file():
-                return None
-            piece = _Piece(table, work, source, None, 0, {}, (path_owner, key_owner, list(groups)))
-            if recorded is not None:
-                piece.by_group = recorded[_label(table, work)]
-                piece.rows = sum(piece.by_group.values())
-                pieces.append(piece)
-                continue
-            meta = pq.read_metadata(source)
-            if not meta.num_rows:
-                pieces.append(piece)
-                continue
-            names = meta.schema.to_arrow_schema().names
-            frame = pl.read_parquet(source, columns=[c for c in _CARVE_KEYS if c in names])
-            owners = _owners(frame, path_owner, key_owner, list(groups))
-            if owners is None:
-                return None
-            piece.owners, piece.rows = owners, meta.num_rows
-            piece.by_group = dict(owners.value_counts().iter_rows())
-            pieces.append(piece)
-    return pieces
-
-
-def _carve(
-    output: Output, batch: dict, pieces: list[_Piece], keep: frozenset[str], part: str, *,
-    dropped: dict | None = None, growing: dict[str, _Growth] | None = None,
-) -> dict | None:
-    """Write the rows of the groups `keep` of a previous batch (split by `_split`) as parts named
-    `part`, and return their state entry (None when no group is left).
-
-    A part whose rows are all kept is linked under the new name as it is; the others are read
-    whole, filtered and written again. The batch's grown groups re-run as deltas (`growing`) keep
-    their rows too, but in the tables where `dropped` (by (table, work), or None for every table)
-    says their new rows were written whole; the entry lists them, with their current fingerprint,
-    when rows of them are left."""
-    groups = batch["groups"]
-    delta = sorted(growing.keys() & groups.keys()) if growing else []
-    plan_parts = []
-    remaining: set[str] = set()
-    for p in pieces:
-        gone = (dropped.get(None, set()) | dropped.get((p.table, p.work), set())) if dropped else set()
-        kept = {*keep, *(g for g in delta if g not in gone)}
-        remaining.update(g for g in delta if g in kept and p.by_group.get(g))
-        plan_parts.append((p, kept))
-    if not keep and not remaining:
-        return None
-    counts, work_tables, rows_by_group = {}, [], {}
-    listed = sorted({*keep, *remaining})
-    for p, kept in plan_parts:
-        rows = p.rows
-        if all(g in kept for g in p.by_group):  # the part loses no row: linked as it is
-            output.link(p.source, p.table, part, work=p.work)
-        else:
-            frame = pl.read_parquet(p.source)
-            owners = p.owners if p.owners is not None else _owners(frame, *p.keys)
-            if owners is None or dict(owners.value_counts().iter_rows()) != p.by_group:
-                raise OutputError(
-                    f"the rows of {p.source} are not those the reuse state of {output.out} records: "
-                    "convert again with --full."
-                )
-            frame = frame.filter(owners.is_in(list(kept)))
-            if p.work:
-                output.write_work(p.table, frame, part)
-            else:
-                output.write(TABLES_BY_NAME[p.table], frame, part)
-            rows = frame.height
-        if p.work:
-            work_tables.append(p.table)
-        else:
-            counts[p.table] = rows
-        rows_by_group[_label(p.table, p.work)] = [p.by_group.get(g, 0) if g in kept else 0 for g in listed]
-    path_owner = _path_owners(groups)
-    files = {name for owner in keep for name, *_ in groups[owner] or []}
-    entry = {owner: groups[owner] for owner in keep}
-    entry.update((owner, growing[owner].fp) for owner in remaining)
-    return {
-        "part": part,
-        "groups": dict(sorted(entry.items())),
-        "inputs": [i for i in batch["inputs"] if i["path"] in files],
-        "skipped": [s for s in batch["skipped"] if path_owner.get(s[0]) in keep],
-        "counts": counts,
-        "work": work_tables,
-        "rows": rows_by_group,
-    }
-
-
-def _growing(
-    plan: reuse.Plan, state: dict | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
-    batch_bytes: int,
-) -> dict[str, _Growth]:
-    """The changed groups to re-run as deltas: Claude Code session groups whose every file only grew
-    (`reuse.grown`) and was classified as before, held by a previous batch that also holds an
-    unchanged group (a group alone in its batches costs less to convert again), and not larger than
-    a batch (its conversion as it was would be held in memory while it is converted as it is)."""
-    if not state or not plan.changed:
-        return {}
-    batches_before = state.get("batches", [])
-    before = {o: fp for b in batches_before for o, fp in b["groups"].items()}
-    heads = state.get("heads") if isinstance(state.get("heads"), dict) else {}
-    recorded = {i["path"]: i.get("sha256") for b in batches_before for i in b["inputs"]}
-    by_owner: dict[str, list[Unit]] = {}
-    for unit in units:
-        by_owner.setdefault(unit.owner, []).append(unit)
-    names = {f.name for f in found.files}
-    shared = {
-        o for b in batches_before
-        if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b["groups"].items())
-        for o in b["groups"]
-    }
-    growing = {}
-    for owner in sorted(plan.changed & shared):
-        fp, now = before.get(owner), current.get(owner)
-        if len(by_owner.get(owner, [])) != 1 or by_owner[owner][0].size > batch_bytes:
-            continue
-        if not reuse.grown(fp, now) or not all(e[0] in names for e in now):
-            continue
-        old = {name: (size, mtime) for name, size, mtime, _ in fp}
-        if not all(_same_head(heads.get(name), found.heads.get(name), old[name]) for name in old):
-            continue
-        unit = by_owner[owner][0]  # a unit of transcript files: loading it lists them, it reads nothing
-        files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in unit.load().streams if f.name in old]
-        if len(files) != len(old):
-            continue
-        old_unit = Unit(owner, sum(f.size for f in files), lambda files=files: Loaded(list(files)), label=unit.label,
-                        newest=max(f.mtime_ns or 0 for f in files))
-        growing[owner] = _Growth(unit, old_unit, {name: recorded.get(name) for name in old}, now)
-    return growing
-
-
-def _same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
-    """Whether a file's head entries (`Discovery.heads`) of the previous run and of this one give the
-    same IDs, the previous one being of the file as fingerprinted then."""
-    return head_unchanged(before, *size_mtime) and isinstance(now, list) and before[2:] == now[2:]
-
-
-def _deltas(
-    output: Output, growing: dict[str, _Growth], touched: list[dict], splits: dict[str, list[_Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: _Stop,
-) -> tuple[list[dict], dict, dict]:
-    """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
-    previous sizes) and as they are, and per table (output and `_work/`) write only the new rows
-    that are not among the old ones, when the old rows are all among the new ones (as multisets,
-    every column equal) and are as many as the previous batches hold (a group's rows do not depend
-    on the batch it is converted in). Otherwise (a table where rows changed, a file whose previous
-    bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that table
-    are written whole and its previous rows are dropped from the batches holding them.
-
-    A chunk of groups that runs out of memory is left out: those groups are returned, to be converted
-    whole as groups that changed (with the batches' retries, `_convert`).
-
-    Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
-    None for every table, the manifest's summary of it, and the groups left out."""
-    held: dict[tuple[str, bool], dict[str, int]] = {}
-    for batch in touched:
-        for p in splits[batch["part"]]:
-            for owner, n in p.by_group.items():
-                if owner in growing:
-                    held.setdefault((p.table, p.work), {})
-                    held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
-    dropped: dict = {None: set()}
-    entries, fell_back, whole = [], {}, set()
-    with ThreadPoolExecutor(1) as hasher:
-        for chunk in batches([g.new for g in growing.values()], max_bytes=batch_bytes):
-            owners = sorted({u.owner for u in chunk})
-            old, new = _Captured(output.spill), _Captured(output.spill)
-            try:
-                before = _convert_batch([growing[o].old for o in owners], old, "", tool_result_files, hasher, 1, stop)
-                after = _convert_batch(chunk, new, "", tool_result_files, hasher, 1, stop)
-            except Exception as exc:
-                if stop.event.is_set() or not out_of_memory(exc):
-                    raise
-                whole.update(owners)  # converted whole instead, as changed groups, with the batches' retries
-                continue
-            # a file whose previous bytes changed was rewritten, not appended to
-            read = {i["path"]: i.get("sha256") for i in before.inputs}
-            rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
-            dropped[None] |= rewritten
-            path_owner = {name: o for o in owners for name, *_ in current[o]}
-            key_owner = {
-                i["session_key"]: path_owner[i["path"]]
-                for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
-            }
-            tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
-            part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-            counts, rows_by_group = {}, _RowsByGroup(owners)
-            for key in sorted(old.frames.keys() | new.frames.keys()):
-                table, work = key
-                frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
-                if frame_new is None:
-                    frame_new = frame_old.clear()
-                if frame_old is None:
-                    frame_old = frame_new.clear()
-                # work tables too: their rows hold no value of the batch as a whole (no ordinal
-                # or rank over the batch's lines; `stream_ord` is the record's seq in its stream)
-                group = _group_of(frame_new.columns, path_owner, key_owner, owners)
-                rows, fail = _difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
-                if fail:
-                    dropped.setdefault(key, set()).update(fail)
-                    if fail - rewritten:
-                        label = f"{WORK}/{table}" if work else table
-                        fell_back[label] = fell_back.get(label, 0) + len(fail - rewritten)
-                if rows.height:
-                    if work:
-                        output.write_work(table, rows, part)
-                    else:
-                        counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
-                    rows_by_group.add(_label(table, work), rows)
-            recorded = rows_by_group.result((path_owner, key_owner))
-            entries.append({
-                "part": part,
-                "groups": {o: current[o] for o in owners},
-                "inputs": after.inputs,
-                "skipped": [list(s) for s in after.skipped],
-                "counts": counts,
-                "work": output.parts(part, list(WORK_SCHEMAS), work=True),
-                **({"rows": recorded} if recorded is not None else {}),
-            })
-    summary = {
-        "session_groups": len(growing) - len(whole),
-        "rewritten": len(dropped[None]),
-        "tables_fell_back": dict(sorted(fell_back.items())),
-        # groups whose delta ran out of memory: converted whole, as groups that changed
-        **({"converted_whole": len(whole)} if whole else {}),
-    }
-    return entries, dropped, summary, whole
-
-
-def _difference(
-    old: pl.DataFrame, new: pl.DataFrame, group: pl.Expr | None, owners: list[str], held: dict[str, int],
-    forced: set[str],
-) -> tuple[pl.DataFrame, set[str]]:
-    """The rows of `new` not among those of `old`, as multisets, group by group (`group`), and the
-    groups that fall back: their old rows are not all among their new ones, or are not as many as
-    the previous batches hold (`held`), or they are `forced`; those get all their new rows.
-    Rows are matched by a hash of every column, and the matched pairs are then compared whole."""
-    everyone = set(owners)
-    if group is None or old.schema != new.schema:
-        return new, everyone
-    old_group, new_group = old.select(group.alias("_g")).to_series(), new.select(group.alias("_g")).to_series()
-    if old_group.null_count() or new_group.null_count():
-        return new, everyone
-
-    def keyed(frame: pl.DataFrame, groups: pl.Series, index: str) -> pl.DataFrame:
-        hashes = frame.hash_rows() if frame.height else pl.Series("_h", [], pl.UInt64)
-        return (
-            pl.DataFrame({"_g": groups, "_h": hashes})
-            .with_row_index(index)
-            .with_columns(_k=pl.int_range(pl.len(), dtype=pl.UInt32).over("_g", "_h"))
-        )
-
-    o, n = keyed(old, old_group, "_o"), keyed(new, new_group, "_n")
-    pairs = o.join(n, on=["_g", "_h", "_k"], how="inner")
-    if not old[pairs.get_column("_o")].equals(new[pairs.get_column("_n")], null_equal=True):
-        return new, everyone  # two different rows with the same hash
-    had = dict(o.group_by("_g").len().iter_rows())
-    matched = dict(pairs.group_by("_g").len().iter_rows())
-    fail = {g for g in owners if had.get(g, 0) != matched.get(g, 0) or had.get(g, 0) != held.get(g, 0)} | (forced & everyone)
-    fresh = ~n.get_column("_n").is_in(pairs.get_column("_n").implode()) | new_group.is_in(list(fail))
-    return new.filter(fresh), fail
 
 
 def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
@@ -1222,7 +747,7 @@ def _convert_batch_on(
         raise
     # each part's rows per group, recorded in the reuse state: a later run that carves this batch,
     # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
-    rows = parts.rows.result(_key_owners(groups, inputs, skipped, {}))
+    rows = parts.rows.result(carving.key_owners(groups, inputs, skipped, {}))
     return _Batch(units, inputs, counts, skipped, rows)
 
 
@@ -1325,11 +850,11 @@ class _SourceReads:
     `sessions` columns `source_present` and `source_last_read_at`, by the session's group."""
 
     reads: dict[str, list]  # `_reads`
-    key_owner: dict[str, str]  # the group of each session among the inputs (`_session_owners`)
+    key_owner: dict[str, str]  # the group of each session among the inputs (`carving.session_owners`)
 
     def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
         # a group's main session is of the group even when no input names it (an Entire session without transcript)
-        owner = _session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
+        owner = carving.session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
         present = {o: r[1] for o, r in self.reads.items()}
         at = {o: r[0] for o, r in self.reads.items()}
         return sessions.with_columns(
@@ -1412,16 +937,6 @@ def _prefix_sha256(path: Path, size: int) -> str | None:
     return digest.hexdigest()
 
 
-def out_of_memory(exc: BaseException) -> bool:
-    """Whether `exc`, or an error it was raised from, is a memory allocation that failed (DuckDB's
-    memory limit, Arrow's or Python's allocator)."""
-    while exc is not None:
-        if isinstance(exc, (duckdb.OutOfMemoryException, pa.ArrowMemoryError, MemoryError)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 def _too_large(
     output: Output, units: list[Unit], exc: BaseException, used: set[str], skipped: list[tuple[str, str]]
 ) -> dict:
@@ -1429,7 +944,7 @@ def _too_large(
     `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the
     manifest's `skipped`, and its entry of the manifest's `not_converted`. The group is not in the
     reuse state as converted now, so the next run tries it again (rows of it an earlier run wrote
-    are kept: `_keep_previous`)."""
+    are kept: `carving.keep_previous`)."""
     owner = units[0].owner
     # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
     files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
@@ -1447,29 +962,6 @@ def _too_large(
     skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
                    for name in files)
     return {"session_key": owner, "bytes": size, "files": files, "error": error}
-
-
-def _keep_previous(
-    output: Output, state: dict | None, splits: dict[str, list[_Piece] | None], keys: dict[str, str], owner: str,
-    used: set[str],
-) -> list[dict]:
-    """The rows an earlier run wrote of a group this run could not convert, carved out of the
-    previous batches holding them (still in the previous output: the swap comes later), as state
-    entries with the fingerprint of that run: the next run tries the group again. None when the
-    group is new, or when its rows cannot be told apart by group (then they go, as before)."""
-    entries = []
-    for old in (state or {}).get("batches", []):
-        if owner not in old["groups"]:
-            continue
-        if old["part"] not in splits:
-            splits[old["part"]] = _split(output, old, keys)
-        if splits[old["part"]] is None:
-            continue
-        part = reuse.unique_part(reuse.part_id([owner, f"previous:{old['part']}"]), used)
-        carved = _carve(output, old, splits[old["part"]], frozenset({owner}), part)
-        if carved is not None:
-            entries.append(carved)
-    return entries
 
 
 def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:

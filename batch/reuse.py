@@ -13,8 +13,8 @@ A group that the previous output holds and that this run's inputs no longer prov
 deleted, its folder moved away, its input not given this time) is kept: its rows are reused as an
 unchanged group's are, and the output says its source is gone (`Plan.kept`). Only `prune` drops it.
 
-A group whose files only grew (`grown`) may instead be re-run as a delta (batch/pipeline.py
-`_deltas`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
+A group whose files only grew (`grown`) may instead be re-run as a delta (batch/incremental/deltas.py
+`run_deltas`): the parts holding its rows stay, and a new batch holds only its rows that are new. Its
 rows then span several batches of the state, each listing the group with its current fingerprint;
 `spread` gives the groups that must be dropped together when one of them is.
 """

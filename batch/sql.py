@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from batch.errors import SqlError
 
@@ -303,3 +304,13 @@ def flush(con: duckdb.DuckDBPyConnection) -> None:
     (setting the memory limit flushes it: it is set to what it is)."""
     limit = con.sql("select current_setting('memory_limit')").fetchall()[0][0]
     con.execute(f"set memory_limit = '{limit}'")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is a memory allocation that failed (DuckDB's
+    memory limit, Arrow's or Python's allocator)."""
+    while exc is not None:
+        if isinstance(exc, (duckdb.OutOfMemoryException, pa.ArrowMemoryError, MemoryError)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -31,6 +31,7 @@ from conftest import (
 from polars.testing import assert_frame_equal
 
 import batch
+import batch.incremental.deltas
 import batch.pipeline
 
 BIG_SID = "44444444-4444-4444-8444-444444444444"
@@ -260,7 +261,7 @@ def test_a_grown_group_whose_delta_runs_out_of_memory_is_converted_whole(archive
     real = batch.pipeline._convert_batch
 
     def failing(units, output, *args, **kw):  # a delta (converted into a capture) runs out of memory
-        if isinstance(output, batch.pipeline._Captured):
+        if isinstance(output, batch.incremental.deltas.Captured):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
         return real(units, output, *args, **kw)
 

@@ -165,7 +165,7 @@ def fingerprint(
     manifest inputs' provenance, which `current_provenance` brings up to date, so that a new commit on
     entire/checkpoints/v1 converts only the sessions it changed.
     Each entry is five strings, the first a name as `Stream.name` shows it (what carving an old
-    batch by group keys on, batch/pipeline.py `_carve`)."""
+    batch by group keys on, batch/incremental/carving.py `carve`)."""
     found: set[tuple[str, str, str, str, str]] = set()
     for entry in entries:
         loc, cid = entry.location, entry.checkpoint_id
