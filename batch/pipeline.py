@@ -32,7 +32,7 @@ from batch.sources.git import is_repository
 from batch.transforms import elide, tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
-    WORK, Output, PartWriter, fault, forget_manifest, lock_output, read_state, state_unreadable,
+    WORK, Output, PartWriter, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
 )
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
@@ -150,6 +150,10 @@ def _convert(
     started = time.perf_counter()
     read_at = _now()
     _arrow_pool()
+    # a run killed between the two renames of its swap left no `out`: its output becomes `out` again
+    finished = finish_interrupted_swap(out)
+    if finished is not None and warn:
+        warn(f"{out} was missing: the output of a run interrupted while it replaced it ({finished.name}) is {out} again.")
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
     # (and, even with --full, which groups the output holds: those no input provides are kept)
     previous = read_state(out)

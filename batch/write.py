@@ -289,8 +289,9 @@ class Output:
 
         The new output is complete, catalog included, before the swap. On Linux the swap is one
         atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
-        renames, and a kill between them leaves the previous output beside `out` under a run
-        folder's name (docs/asr-tables.md, "What a run replaces").
+        renames, and a kill between them leaves both outputs beside `out` under run folders' names,
+        the next run making the new one `out` again (`finish_interrupted_swap`; docs/asr-tables.md,
+        "What a run replaces").
         """
         # the work tables stay: an incremental run reads those of the batches it reuses
         _remove_ours(self.tmp, spill=True, within=SPILL)
@@ -443,6 +444,35 @@ def _is_live(marker: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def finish_interrupted_swap(out: Path) -> Path | None:
+    """Where `out` is missing and run folders of it hold complete outputs (a manifest, a catalog, no
+    live run), the swap of a run killed between its two renames (`_swap` without the atomic
+    exchange) is finished: the newest of them (by its manifest's time) becomes `out` again, so that
+    the next run reads it as the previous output instead of starting anew; the others are left
+    for `remove_stale_runs`. Returns the folder renamed, None when there was nothing to finish."""
+    if out.exists() or out.is_symlink():
+        return None
+    prefix = f".{out.name}{RUN_INFIX}"
+    try:
+        siblings = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return None
+    complete = []
+    for folder in siblings:
+        marker, manifest = folder / MARKER, folder / MANIFEST
+        if folder.is_symlink() or not folder.is_dir() or not (folder / CATALOG).is_file():
+            continue
+        if marker.is_file() and _is_live(marker):
+            continue
+        if _manifest_tables(folder) is not None:
+            complete.append((manifest.stat().st_mtime_ns, folder.name, folder))
+    if not complete:
+        return None
+    folder = max(complete)[2]
+    os.replace(folder, out)
+    return folder
 
 
 def remove_stale_runs(out: Path) -> int:

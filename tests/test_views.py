@@ -12,6 +12,9 @@ with its own price list, so that each figure below can be checked with pencil an
 - Six inferences: i1 (S1, alpha, day 1), i2 (S1/agentA, beta, incomplete), i3 (S2, alpha, day 2,
   new price), i4 (S2, gamma: unpriced), i5 (S9/agentB, alpha, cache counts not reported, 23:30
   UTC), i6 (S2, late-model before its first price).
+
+On the real corpus, every view is compared whole with the same figures recomputed from the base
+tables and data/pricing.csv with Polars and plain Python, not with the views' SQL.
 """
 
 from __future__ import annotations
@@ -19,13 +22,19 @@ from __future__ import annotations
 import csv
 
 import json
+from collections import Counter
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timezone
+from itertools import groupby
 from pathlib import Path
 
 import duckdb
+import polars as pl
+import polars.selectors as cs
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from polars.testing import assert_frame_equal
 
 from batch.catalog import PRICES, view_files, write_catalog
 from batch.schema import TABLES
@@ -372,6 +381,401 @@ def test_views_run_on_the_real_corpus(corpus_out: Path):
         ).fetchall()
         expected = sorted(m for m, day in days if not any(r["model"] == m and r["effective_date"] <= day for r in rows))
         assert sorted(r[0] for r in con.sql("select model from unpriced_models").fetchall()) == expected
+
+
+# The views on the real corpus. Each expected frame below is computed from the base tables (and
+# data/pricing.csv for prices) by what docs/asr-tables.md and the view's header say it counts.
+
+PRICING_CSV = Path(__file__).parent.parent / "data" / "pricing.csv"
+Expected = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame], pl.DataFrame]
+CORPUS_EXPECTED: dict[str, Expected] = {}
+UNORDERED = {"inference_costs": "inference_id"}  # a view without `order by`: compared sorted by this key
+
+
+def expects(name: str) -> Callable[[Expected], Expected]:
+    """Register the independent computation of a view's rows on the corpus (tables, priced inferences)."""
+    def register(fn: Expected) -> Expected:
+        CORPUS_EXPECTED[name] = fn
+        return fn
+    return register
+
+
+def total(column: str | pl.Expr) -> pl.Expr:
+    """A sum that is null when no value is, as SQL's sum (Polars gives 0)."""
+    e = pl.col(column) if isinstance(column, str) else column
+    return pl.when(e.is_not_null().any()).then(e.sum())
+
+
+def ratio(part: str, whole: str) -> pl.Expr:
+    """part / whole, null when whole is 0 or null."""
+    return pl.when(pl.col(whole) != 0).then(pl.col(part) / pl.col(whole))
+
+
+def count(condition: pl.Expr) -> pl.Expr:
+    """The rows where condition holds (null: not counted)."""
+    return condition.fill_null(False).sum()
+
+
+def same(got: pl.DataFrame, want: pl.DataFrame) -> None:
+    """Same columns and rows in the same order; integer widths and the name of UTC may differ."""
+    def norm(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(cs.datetime().dt.convert_time_zone("UTC"))
+    assert_frame_equal(norm(got), norm(want), check_dtypes=False, check_column_order=False, rel_tol=1e-9,
+                       abs_tol=1e-12)
+
+
+def roots(column: str = "session_key") -> pl.Expr:
+    return pl.col(column).str.split("/").list.first()
+
+
+@pytest.fixture(scope="module")
+def corpus_views(corpus_out: Path) -> dict[str, pl.DataFrame]:
+    with duckdb.connect(str(corpus_out / "asr.duckdb"), read_only=True) as con:
+        return {name: con.table(name).pl() for name in view_files()}
+
+
+@pytest.fixture(scope="module")
+def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Each inference of the corpus located and priced here: its response's UTC day, the project of
+    its main session (else its own cwd), the price row of data/pricing.csv in force that day."""
+    t = corpus_tables
+    streams = t["sessions"].select("session_key", "stream_kind", "cwd")
+    located = (
+        t["inferences"]
+        .join(t["records"].select("record_id", responded_at="timestamp"), on="record_id", how="left", validate="m:1")
+        .with_columns(root_session_key=roots())
+        .join(streams, on="session_key", how="left")
+        .join(streams.select(root_session_key="session_key", root_cwd="cwd"), on="root_session_key", how="left")
+        .with_columns(
+            is_subagent=pl.col("stream_kind").ne_missing("main"),
+            project=pl.coalesce("root_cwd", "cwd"),
+            day=pl.col("responded_at").dt.convert_time_zone("UTC").dt.date(),
+            # input is uncached + cache reads + cache writes (docs, Usage): summed here, not read
+            total_tokens=pl.col("input_uncached_tokens") + pl.col("cache_read_tokens") + pl.col("cache_write_tokens")
+            + pl.col("output_total_tokens"),
+        )
+    )
+    prices: dict[str, list[dict]] = {}
+    for row in csv.DictReader(PRICING_CSV.read_text().splitlines()):
+        prices.setdefault(row["model"], []).append(row)
+    effective, costs = [], []
+    for i in located.iter_rows(named=True):
+        in_force = [p for p in prices.get(i["model"], []) if date.fromisoformat(p["effective_date"]) <= i["day"]]
+        if not in_force:  # no price that day: unknown, never 0
+            effective.append(None)
+            costs.append(None)
+            continue
+        p = max(in_force, key=lambda p: p["effective_date"])
+        n = {k: i[k] or 0 for k in ("input_uncached_tokens", "output_total_tokens", "cache_read_tokens",
+                                    "cache_write_tokens", "cache_write_1h_tokens")}
+        # the 1h writes at the 1h price, the rest of the aggregate at the 5m price
+        write_5m = max(n["cache_write_tokens"] - n["cache_write_1h_tokens"], 0)
+        usd = (n["input_uncached_tokens"] * float(p["input_usd_per_mtok"])
+               + n["output_total_tokens"] * float(p["output_usd_per_mtok"])
+               + n["cache_read_tokens"] * float(p["cache_read_usd_per_mtok"])
+               + n["cache_write_1h_tokens"] * float(p["cache_write_1h_usd_per_mtok"])
+               + write_5m * float(p["cache_write_5m_usd_per_mtok"]))
+        effective.append(date.fromisoformat(p["effective_date"]))
+        costs.append(usd / 1e6)
+    return located.with_columns(
+        price_effective_date=pl.Series(effective, dtype=pl.Date),
+        cost_usd=pl.Series(costs, dtype=pl.Float64),
+    ).with_columns(
+        is_priced=pl.col("price_effective_date").is_not_null(),
+        # a placeholder output or a count not reported: the cost is at least this
+        is_cost_lower_bound=~pl.col("usage_complete") | pl.any_horizontal(
+            pl.col("input_uncached_tokens", "output_total_tokens", "cache_read_tokens", "cache_write_tokens").is_null()
+        ),
+    )
+
+
+@expects("inference_costs")
+def _inference_costs(t, costs):
+    return costs.select(
+        "inference_id", "session_key", "root_session_key", "stream_kind", "is_subagent", "project", "model",
+        "responded_at", "day", "usage_complete", "usage_source", "input_uncached_tokens", "cache_read_tokens",
+        "cache_write_tokens", "cache_write_1h_tokens", "input_total_tokens", "output_total_tokens", "total_tokens",
+        "price_effective_date", "is_priced", "cost_usd", "is_cost_lower_bound",
+    )
+
+
+def usage_totals() -> dict[str, pl.Expr]:
+    return dict(
+        inferences=pl.len(),
+        input_uncached_tokens=total("input_uncached_tokens"),
+        cache_read_tokens=total("cache_read_tokens"),
+        cache_write_tokens=total("cache_write_tokens"),
+        output_total_tokens=total("output_total_tokens"),
+        total_tokens=total("total_tokens"),
+        cost_usd=total("cost_usd"),
+        unpriced_inferences=count(~pl.col("is_priced")),
+        incomplete_inferences=count(~pl.col("usage_complete")),
+        is_lower_bound=pl.col("is_cost_lower_bound").any(),
+    )
+
+
+def unpriced_model_names() -> pl.Expr:
+    return pl.col("model").filter(~pl.col("is_priced")).unique().sort()
+
+
+@expects("usage_by_day")
+def _usage_by_day(t, costs):
+    return costs.group_by("day", "model").agg(**usage_totals()).sort("day", "model")
+
+
+@expects("usage_by_project")
+def _usage_by_project(t, costs):
+    return (
+        costs.group_by("project")
+        .agg(sessions=pl.col("root_session_key").n_unique(), unpriced_models=unpriced_model_names(), **usage_totals())
+        .sort("cost_usd", "project", descending=[True, False], nulls_last=True)
+    )
+
+
+@expects("usage_by_session")
+def _usage_by_session(t, costs):
+    titles = t["sessions"].select(root_session_key="session_key", title="title")
+    return (
+        costs.group_by("root_session_key")
+        .agg(
+            # one per main session on the corpus (a subagent without its main session has its own cwd)
+            project=pl.col("project").unique().first(),
+            models=pl.col("model").unique().sort(),
+            streams=pl.col("session_key").n_unique(),
+            unpriced_models=unpriced_model_names(),
+            first_response_at=pl.col("responded_at").min(),
+            last_response_at=pl.col("responded_at").max(),
+            **usage_totals(),
+        )
+        .join(titles, on="root_session_key", how="left")
+        .sort("root_session_key")
+    )
+
+
+@expects("costliest_sessions")
+def _costliest_sessions(t, costs):
+    sessions = _usage_by_session(t, costs)
+    return (
+        sessions.sort("cost_usd", "root_session_key", descending=[True, False], nulls_last=True)
+        .with_row_index("cost_rank", offset=1)
+        # the share of the cost of every session, not of the 25 shown
+        .with_columns(share_of_cost=pl.col("cost_usd") / pl.col("cost_usd").sum())
+        .head(25)
+        .drop("streams", "input_uncached_tokens", "cache_read_tokens", "cache_write_tokens", "unpriced_inferences",
+              "incomplete_inferences")
+    )
+
+
+@expects("cache_hit_ratio")
+def _cache_hit_ratio(t, costs):
+    parts = ["input_uncached_tokens", "cache_read_tokens", "cache_write_tokens"]
+    return (
+        costs.filter(pl.all_horizontal(pl.col(parts).is_not_null()))  # only inferences reporting all three
+        .group_by("day", "model")
+        .agg(pl.len().alias("inferences"), pl.sum_horizontal(parts).sum().alias("input_total_tokens"),
+             pl.col(parts).sum())
+        .with_columns(cache_hit_ratio=ratio("cache_read_tokens", "input_total_tokens"),
+                      cache_write_ratio=ratio("cache_write_tokens", "input_total_tokens"))
+        .sort("day", "model")
+    )
+
+
+@expects("subagent_share")
+def _subagent_share(t, costs):
+    sub = pl.col("is_subagent")
+    return (
+        costs.group_by("root_session_key")
+        .agg(
+            project=pl.col("project").unique().first(),
+            subagent_streams=pl.col("session_key").filter(sub).n_unique(),
+            inferences=pl.len(),
+            subagent_inferences=count(sub),
+            total_tokens=total("total_tokens"),
+            # the main streams add 0: null only when every stream is a subagent's without a count
+            subagent_tokens=total(pl.when(sub).then(pl.col("total_tokens")).otherwise(0)),
+            cost_usd=total("cost_usd"),
+            subagent_cost_usd=total(pl.when(sub).then(pl.col("cost_usd")).otherwise(0.0)),
+        )
+        .with_columns(subagent_token_share=ratio("subagent_tokens", "total_tokens"),
+                      subagent_cost_share=ratio("subagent_cost_usd", "cost_usd"))
+        .sort("root_session_key")
+    )
+
+
+@expects("usage_completeness")
+def _usage_completeness(t, costs):
+    incomplete = ~pl.col("usage_complete")
+    return (
+        costs.group_by("model")
+        .agg(
+            inferences=pl.len(),
+            incomplete_inferences=count(incomplete),
+            from_agent_progress=count(pl.col("usage_source") == "agent_progress"),
+            output_total_tokens=total("output_total_tokens"),
+            output_tokens_lower_bound=pl.col("output_total_tokens").filter(incomplete).sum(),
+            cost_usd=total("cost_usd"),
+            cost_usd_lower_bound=pl.col("cost_usd").filter(incomplete).sum(),
+        )
+        .with_columns(
+            incomplete_share=pl.col("incomplete_inferences") / pl.col("inferences"),
+            output_lower_bound_share=ratio("output_tokens_lower_bound", "output_total_tokens"),
+            cost_lower_bound_share=ratio("cost_usd_lower_bound", "cost_usd"),
+        )
+        .sort("inferences", "model", descending=[True, False])
+    )
+
+
+@expects("unpriced_models")
+def _unpriced_models(t, costs):
+    first_price: dict[str, date] = {}
+    for row in csv.DictReader(PRICING_CSV.read_text().splitlines()):
+        day = date.fromisoformat(row["effective_date"])
+        first_price[row["model"]] = min(day, first_price.get(row["model"], day))
+    return (
+        costs.filter(~pl.col("is_priced"))
+        .group_by("model")
+        .agg(inferences=pl.len(), total_tokens=total("total_tokens"), output_total_tokens=total("output_total_tokens"),
+             first_day=pl.col("day").min(), last_day=pl.col("day").max())
+        .with_columns(priced_from=pl.col("model").replace_strict(first_price, default=None, return_dtype=pl.Date))
+        .sort("inferences", "model", descending=[True, False])
+    )
+
+
+@expects("tool_rates")
+def _tool_rates(t, costs):
+    status = pl.col("status")
+    return (
+        t["tool_calls"].group_by("tool_kind")
+        .agg(
+            tools=pl.col("tool_name").drop_nulls().n_unique(),
+            calls=pl.len(),
+            pending_calls=count(status == "pending"),
+            completed_calls=count(status == "completed"),
+            error_calls=count(status == "error"),
+            denied_calls=count(status == "denied"),
+            interrupted_calls=count(status.is_in(["interrupted", "cancelled"])),
+            answered=count(status != "pending"),  # rates are over the calls with a result
+        )
+        .with_columns(error_rate=ratio("error_calls", "answered"), denial_rate=ratio("denied_calls", "answered"),
+                      interruption_rate=ratio("interrupted_calls", "answered"))
+        .drop("answered")
+        .sort("calls", "tool_kind", descending=[True, False])
+    )
+
+
+@expects("approvals")
+def _approvals(t, costs):
+    # the corpus records no permission decision yet: then the view must be empty
+    return (
+        t["tool_calls"].filter(pl.col("permission").is_not_null() | pl.col("permission_decided_by").is_not_null())
+        .group_by(decided_by="permission_decided_by", decision="permission")
+        .agg(calls=pl.len(), tools=pl.col("tool_name").drop_nulls().n_unique(),
+             denied_calls=count(pl.col("status") == "denied"))
+        .with_columns(share=pl.col("calls") / pl.col("calls").sum())
+        .sort("calls", "decided_by", "decision", descending=[True, False, False])
+    )
+
+
+@expects("hook_failures")
+def _hook_failures(t, costs):
+    statuses = pl.col("statuses")
+    executions = (
+        # the reports sharing an execution_key are one execution
+        t["hooks"].group_by("execution_key")
+        .agg(event=pl.col("event").first(), command=pl.col("command").drop_nulls().first(),
+             statuses=pl.col("status").unique(), timed_out=pl.col("is_timed_out").any())
+        .with_columns(
+            command=pl.col("command").fill_null(""),
+            # the worst status reported is the outcome
+            outcome=pl.when(statuses.list.eval(pl.element().is_in(["error", "non_blocking_error", "cancelled"])).list.any())
+            .then(pl.lit("failed"))
+            .when(statuses.list.contains("blocked")).then(pl.lit("blocked"))
+            .when(statuses.list.eval(pl.element().is_in(["success", "async_response"])).list.any())
+            .then(pl.lit("succeeded"))
+            .otherwise(pl.lit("unknown")),
+        )
+    )
+    outcome = pl.col("outcome")
+    return (
+        executions.group_by("event", "command")
+        .agg(executions=pl.len(), failed=count(outcome == "failed"), blocked=count(outcome == "blocked"),
+             succeeded=count(outcome == "succeeded"), unknown_outcome=count(outcome == "unknown"),
+             timed_out=count(pl.col("timed_out")))
+        # unknown outcomes are left out of the rate
+        .with_columns(known=pl.col("executions") - pl.col("unknown_outcome"))
+        .with_columns(failure_rate=ratio("failed", "known"))
+        .drop("known")
+        .sort("failed", "executions", "event", "command", descending=[True, True, False, False])
+    )
+
+
+@expects("compactions_per_session")
+def _compactions_per_session(t, costs):
+    kind = pl.col("compaction_kind")
+    counted = t["compactions"].group_by("session_key").agg(
+        full_compactions=count(kind == "full"),
+        micro_compactions=count(kind == "micro"),
+        prunes=count(kind == "prune"),
+        auto_full_compactions=count((kind == "full") & (pl.col("trigger") == "auto")),
+        max_pre_tokens=pl.col("pre_tokens").filter(kind == "full").max(),
+        first_compaction_at=pl.col("recorded_at").min(),
+    )
+    zeros = ["full_compactions", "micro_compactions", "prunes", "auto_full_compactions"]
+    return (
+        # every stream, with zeros when it has no compaction
+        t["sessions"].select("session_key", "stream_kind")
+        .join(counted, on="session_key", how="left")
+        .with_columns(pl.col(zeros).fill_null(0))
+        .with_columns(compactions=pl.col("full_compactions") + pl.col("micro_compactions") + pl.col("prunes"))
+        .sort("compactions", "session_key", descending=[True, False])
+    )
+
+
+@expects("session_stats")
+def _session_stats(t, costs):
+    users = (
+        t["records"].filter(pl.col("kind") == "message", pl.col("native_type") == "user")
+        .sort("session_key", "seq").iter_rows(named=True)
+    )
+    turns: Counter[str] = Counter()
+    for key, messages in groupby(users, key=lambda m: m["session_key"]):
+        messages = list(messages)
+        for m, after in zip(messages, messages[1:] + [None]):
+            if m["is_meta"] or m["author"] in ("harness", "hook", "tool") or m["origin"] == "injected":
+                continue
+            # a slash command is a turn only when Claude Code expanded it into the meta prompt that follows
+            if m["origin"] == "command" and not (after is not None and after["is_meta"]):
+                continue
+            turns[key] += 1
+    records = t["records"].group_by("session_key").agg(
+        records=pl.len(),
+        # first to last timestamp of the stream
+        duration_minutes=(pl.col("timestamp").max() - pl.col("timestamp").min()).dt.total_milliseconds() / 60000,
+    )
+    per_stream = {
+        "turns": pl.DataFrame({"session_key": list(turns), "turns": list(turns.values())},
+                              schema={"session_key": pl.String, "turns": pl.Int64}),
+        "inferences": t["inferences"].group_by("session_key").agg(inferences=pl.len()),
+        "tool_calls": t["tool_calls"].group_by("session_key").agg(tool_calls=pl.len()),
+    }
+    frame = t["sessions"].select("session_key", "stream_kind", "title", "cwd", "started_at", "ended_at").join(
+        records, on="session_key", how="left"
+    ).with_columns(root_session_key=roots(), records=pl.col("records").fill_null(0))
+    for column, counts in per_stream.items():
+        frame = frame.join(counts, on="session_key", how="left").with_columns(pl.col(column).fill_null(0))
+    return frame.sort("started_at", "session_key", nulls_last=True)
+
+
+@pytest.mark.parametrize("name", sorted(view_files()))
+def test_view_on_the_real_corpus_is_recomputed_from_the_tables(name, corpus_views, corpus_tables, corpus_costs):
+    # a new view needs its figures recomputed here too
+    assert name in CORPUS_EXPECTED, f"{name}: no independent computation in tests/test_views.py"
+    want = CORPUS_EXPECTED[name](corpus_tables, corpus_costs)
+    assert want.height > 0 or name == "approvals", name  # the corpus exercises every other view
+    got = corpus_views[name]
+    if name in UNORDERED:
+        got, want = got.sort(UNORDERED[name]), want.sort(UNORDERED[name])
+    same(got, want)
 
 
 def test_every_view_is_documented():
