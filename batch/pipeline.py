@@ -251,21 +251,15 @@ def _convert(
         total = sum(u.size for u in found_all.units)
         converting = {u.owner for u in plan.units} | growing.keys()
         done = sum(u.size for u in found_all.units if u.owner not in converting)
-        inputs: list[dict] = []
-        skipped = list(found.skipped)
-        counts: dict[str, int] = {}
-        state_batches: list[dict] = []
+        taken = _Taken([], list(found.skipped))
+        inputs, skipped, counts, state_batches = taken.inputs, taken.skipped, taken.counts, taken.batches
         for batch in plan.reused:
             output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
         # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
         # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
         for batch in [*plan.reused, *carved_batches, *delta_batches]:
             batch["inputs"] = entire_checkpoint.current_provenance(batch["inputs"], found_all.imports)
-            inputs.extend(batch["inputs"])
-            skipped.extend(tuple(s) for s in batch["skipped"])
-            for k, v in batch["counts"].items():
-                counts[k] = counts.get(k, 0) + v
-            state_batches.append(batch)
+            taken.add(batch)
         if progress and done:
             progress(done, total)
         groups = [group for units in plan.batches() for group in batches(units, max_bytes=batch_bytes)]
@@ -275,101 +269,28 @@ def _convert(
         if large and warn:
             warn(_large_groups_message(large, batch_bytes, memory))
 
-        failed: list[tuple[list[Unit], BaseException]] = []  # batches that ran out of memory
-
-        def collect(finished: set[Future[_Batch]]) -> None:
+        def converted(size: int) -> None:
             nonlocal done
-            for future in finished:
-                try:
-                    result = future.result()
-                except Exception as exc:
-                    if stop.event.is_set() or not sql.out_of_memory(exc):
-                        raise
-                    output.discard(names[future])  # what the batch wrote before it failed
-                    failed.append((batch_units[future], exc))
-                    continue
-                inputs.extend(result.inputs)
-                skipped.extend(result.skipped)
-                for k, v in result.counts.items():
-                    counts[k] = counts.get(k, 0) + v
-                owners = sorted({u.owner for u in result.units})
-                part = names[future]
-                state_batches.append({
-                    "part": part,
-                    "groups": {owner: owners_fp[owner] for owner in owners},
-                    "inputs": result.inputs,
-                    "skipped": [list(s) for s in result.skipped],
-                    "counts": result.counts,
-                    "work": output.parts(part, list(WORK_SCHEMAS), work=True),
-                    **({"rows": result.rows} if result.rows is not None else {}),
-                })
-                done += sum(u.size for u in result.units)
-                if progress:
-                    progress(done, total)
+            done += size
+            if progress:
+                progress(done, total)
 
-        # Batches are independent until the final stage: each runs on its own DuckDB connection,
-        # `workers` at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes
-        # runs alone, with every CPU. Files are hashed on one more thread.
-        with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
-            try:
-                running: set[Future[_Batch]] = set()
-                names: dict[Future[_Batch], str] = {}  # each new batch's part name
-                batch_units: dict[Future[_Batch], list[Unit]] = {}
-
-                def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[_Batch]:
-                    part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
-                    future = pool.submit(
-                        _convert_batch, group, output, part, found.tool_result_files, hasher, 1 if alone else workers, stop,
-                        memory, max_line,
-                    )
-                    names[future], batch_units[future] = part, group
-                    return future
-
-                for group, size in zip(groups, sizes):
-                    alone = size > batch_bytes
-                    while running and (alone or len(running) >= workers):
-                        finished, running = wait(running, return_when=FIRST_COMPLETED)
-                        collect(finished)
-                    running.add(submit(group, alone))
-                    if alone:
-                        collect(wait(running).done)
-                        running = set()
-                collect(wait(running).done)
-                # A batch that ran out of memory is converted again a session group at a time, each
-                # alone; a group that still does not fit, again with its lines longer than the memory
-                # limit allows (`_largest_line`) rejected undecoded; then it is a declared loss (`_too_large`).
-                lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
-                again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
-                failed.clear()
-                for units in again:
-                    for owner in sorted({u.owner for u in units}):
-                        collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
-                lost += [units for units, _ in failed]
-                failed.clear()
-                for units in lost:
-                    collect(wait({submit(units, True, _largest_line(memory or STORE_MEMORY))}).done)
-                lost = list(failed)
-            except BaseException:
-                # a signal or a failed batch: interrupt the running batches before waiting for them
-                stop.set()
-                raise
+        lost = _run_batches(
+            groups, sizes, output=output, tool_result_files=found.tool_result_files, used=used, workers=workers,
+            batch_bytes=batch_bytes, stop=stop, memory=memory, owners_fp=owners_fp, taken=taken, converted=converted,
+        )
         fault("batches")
         not_converted = [_too_large(output, units, exc, used, skipped) for units, exc in lost]
         # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
         for entry in not_converted:
             for batch in carving.keep_previous(output, state, splits, keys, entry["session_key"], used):
                 entry["previous_rows_kept"] = True
-                inputs.extend(batch["inputs"])
-                skipped.extend(tuple(s) for s in batch["skipped"])
-                for k, v in batch["counts"].items():
-                    counts[k] = counts.get(k, 0) + v
-                state_batches.append(batch)
+                taken.add(batch)
         unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
         run_frames = _run_frames(found_all.imports)
         if previous is not None and not prune:
             _keep_run_rows(output, run_frames)
-        for name, count in _write_source_parts(output, run_frames, reuse.part_id(())).items():
-            counts[name] = counts.get(name, 0) + count
+        taken.count(_write_source_parts(output, run_frames, reuse.part_id(())))
         inputs.sort(key=lambda i: i["path"])
         reads = _reads(previous, owners_fp, converting - unconverted, plan.kept, read_at)
         state_batches.sort(key=lambda b: b["part"])
@@ -432,6 +353,108 @@ def _convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+def _run_batches(
+    groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
+    workers: int, batch_bytes: int, stop: _Stop, memory: int | None, owners_fp: dict, taken: _Taken,
+    converted: Callable[[int], None],
+) -> list[tuple[list[Unit], BaseException]]:
+    """Convert the batches (`groups`, of `sizes` bytes) and take each one's state entry as it ends;
+    return the session groups that ran out of memory whatever was tried, with their last error.
+
+    Batches are independent until the final stage: each runs on its own DuckDB connection, `workers`
+    at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes runs alone, with
+    every CPU. Files are hashed on one more thread. A batch that ran out of memory is converted again
+    a session group at a time, each alone; a group that still does not fit, again with its lines
+    longer than the memory limit allows (`_largest_line`) rejected undecoded."""
+    failed: list[tuple[list[Unit], BaseException]] = []  # batches that ran out of memory
+    names: dict[Future[_Batch], str] = {}  # each new batch's part name
+    batch_units: dict[Future[_Batch], list[Unit]] = {}
+
+    def collect(finished: set[Future[_Batch]]) -> None:
+        for future in finished:
+            try:
+                result = future.result()
+            except Exception as exc:
+                if stop.event.is_set() or not sql.out_of_memory(exc):
+                    raise
+                output.discard(names[future])  # what the batch wrote before it failed
+                failed.append((batch_units[future], exc))
+                continue
+            owners = sorted({u.owner for u in result.units})
+            part = names[future]
+            taken.add({
+                "part": part,
+                "groups": {owner: owners_fp[owner] for owner in owners},
+                "inputs": result.inputs,
+                "skipped": [list(s) for s in result.skipped],
+                "counts": result.counts,
+                "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+                **({"rows": result.rows} if result.rows is not None else {}),
+            })
+            converted(sum(u.size for u in result.units))
+
+    with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
+        try:
+            running: set[Future[_Batch]] = set()
+
+            def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[_Batch]:
+                part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
+                future = pool.submit(
+                    _convert_batch, group, output, part, tool_result_files, hasher, 1 if alone else workers, stop,
+                    memory, max_line,
+                )
+                names[future], batch_units[future] = part, group
+                return future
+
+            for group, size in zip(groups, sizes):
+                alone = size > batch_bytes
+                while running and (alone or len(running) >= workers):
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    collect(finished)
+                running.add(submit(group, alone))
+                if alone:
+                    collect(wait(running).done)
+                    running = set()
+            collect(wait(running).done)
+            lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
+            again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
+            failed.clear()
+            for units in again:
+                for owner in sorted({u.owner for u in units}):
+                    collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
+            lost += [units for units, _ in failed]
+            failed.clear()
+            for units in lost:
+                collect(wait({submit(units, True, _largest_line(memory or STORE_MEMORY))}).done)
+            return list(failed)
+        except BaseException:
+            # a signal or a failed batch: interrupt the running batches before waiting for them
+            stop.set()
+            raise
+
+
+@dataclass
+class _Taken:
+    """What the new output's batches hold, taken as each is reused, carved or converted: their
+    inputs, skipped paths, row counts and state entries."""
+
+    inputs: list[dict]
+    skipped: list[tuple[str, str]]
+    counts: dict[str, int] = field(default_factory=dict)
+    batches: list[dict] = field(default_factory=list)
+
+    def add(self, batch: dict) -> None:
+        """Take a batch's state entry (reused and carved ones as recorded)."""
+        self.inputs.extend(batch["inputs"])
+        self.skipped.extend(tuple(s) for s in batch["skipped"])
+        self.count(batch["counts"])
+        self.batches.append(batch)
+
+    def count(self, counts: dict[str, int]) -> None:
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
 
 
 class _BatchParts:
