@@ -48,14 +48,19 @@ def big_session(folder: Path, mb: int, *, blocks: bool = False, sid: str = BIG_S
         result["message"]["content"][0]["content"] = [
             {"type": "text", "text": text[i:i + (64 << 10)]} for i in range(0, len(text), 64 << 10)
         ]
+    write_session(folder, sid, result)
+    return text
+
+
+def write_session(folder: Path, sid: str, long_line: dict) -> None:
+    """A session of four lines in `folder`: a prompt, a tool call, `long_line` (its third), thanks."""
     lines = [
         user(uid(1), None, "read it", sid=sid),
         assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=sid),
-        result,
+        long_line,
         user(uid(4), uid(3), "thanks", sid=sid),
     ]
     (folder / f"{sid}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return text
 
 
 @pytest.fixture
@@ -204,13 +209,7 @@ def long_line_session(folder: Path, sid: str, kind: str, mb: int) -> str:
         text = ("word \"quoted\" \\ é " * 64 + "\n") * (n // 1345)
         line = user(uid(3), uid(2), text, sid=sid)
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [
-        user(uid(1), None, "read it", sid=sid),
-        assistant(uid(2), uid(1), "msg_big1", [tool_use("toolu_BIG", name="Read", cmd="x")], sid=sid),
-        line,
-        user(uid(4), uid(3), "thanks", sid=sid),
-    ]
-    (folder / f"{sid}.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
+    write_session(folder, sid, line)
     return text
 
 
