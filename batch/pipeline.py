@@ -294,26 +294,10 @@ def _convert(
         inputs.sort(key=lambda i: i["path"])
         reads = _reads(previous, owners_fp, converting - unconverted, plan.kept, read_at)
         state_batches.sort(key=lambda b: b["part"])
-        reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
-        summary = {
-            "previous_output": previous is not None,
-            "session_groups_reused": len(
-                {o for b in [*plan.reused, *carved_batches] for o in b["groups"]} - converting - plan.kept
-            ),
-            "session_groups_converted": len(converting),
-            "inputs_reused": reused_inputs,
-            "inputs_converted": len(inputs) - reused_inputs,
-            "verified": bool(verify and plan.reused),
-            # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
-            "final_stage": "reused" if final_reused else "run",
-            # groups the previous output holds whose sources this run was not given: kept, or pruned
-            **({"session_groups_kept": len(plan.kept)} if plan.kept else {}),
-            **({"session_groups_pruned": len(plan.pruned)} if plan.pruned else {}),
-            # groups that needed more memory than the run may use: declared losses (`_too_large`)
-            **({"session_groups_not_converted": len(not_converted)} if not_converted else {}),
-            # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
-            **({"deltas": delta_summary} if delta_summary else {}),
-        }
+        summary = _reuse_summary(
+            previous, plan, carved_batches, converting, len(inputs), verify=verify, final_reused=final_reused,
+            not_converted=not_converted, deltas=delta_summary,
+        )
         if summary["final_stage"] == "reused":
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
@@ -353,6 +337,33 @@ def _convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+def _reuse_summary(
+    previous: dict | None, plan: reuse.Plan, carved_batches: list[dict], converting: set[str], inputs: int, *,
+    verify: bool, final_reused: bool, not_converted: list[dict], deltas: dict,
+) -> dict:
+    """The manifest's `reuse`: what this run reused of the previous output, converted, kept or pruned."""
+    reused_inputs = sum(len(b["inputs"]) for b in [*plan.reused, *carved_batches])
+    return {
+        "previous_output": previous is not None,
+        "session_groups_reused": len(
+            {o for b in [*plan.reused, *carved_batches] for o in b["groups"]} - converting - plan.kept
+        ),
+        "session_groups_converted": len(converting),
+        "inputs_reused": reused_inputs,
+        "inputs_converted": inputs - reused_inputs,
+        "verified": bool(verify and plan.reused),
+        # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
+        "final_stage": "reused" if final_reused else "run",
+        # groups the previous output holds whose sources this run was not given: kept, or pruned
+        **({"session_groups_kept": len(plan.kept)} if plan.kept else {}),
+        **({"session_groups_pruned": len(plan.pruned)} if plan.pruned else {}),
+        # groups that needed more memory than the run may use: declared losses (`_too_large`)
+        **({"session_groups_not_converted": len(not_converted)} if not_converted else {}),
+        # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
+        **({"deltas": deltas} if deltas else {}),
+    }
 
 
 def _run_batches(

@@ -14,7 +14,9 @@ from batch.cli import main
 from batch.errors import SourceError
 from batch.formats import entire_checkpoint
 from batch.sources.git import open_repository
-from tests.entire_repos import GEMINI, S1, S2, S3, S4, ULID, WHOLE, build_scenario, commit, init, meta, root_meta
+from tests.entire_repos import (
+    GEMINI, S1, S2, S3, S4, ULID, WHOLE, build_scenario, commit, fixture, git, init, meta, root_meta,
+)
 from tests.conftest import timeless
 
 CODEX_ETF = "019f9261-846e-7fc0-b843-e0464227f290"  # bbef1c2a76a9: Codex with transcript.jsonl
@@ -54,6 +56,36 @@ def sql(out, query: str) -> list[tuple]:
         return con.sql(query).fetchall()
 
 
+def checkpoint_trees(repo) -> dict[str, dict[str, str]]:
+    """Tree path -> blob ID of every file on each checkpoint ref, listed by `git` (not by our reader)."""
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/entire/checkpoints", "refs/entire/checkpoints")
+    trees = {}
+    for ref in refs.splitlines():
+        entries = (line.split("\t", 1) for line in git(repo, "ls-tree", "-r", ref).splitlines())
+        trees[ref] = {path: info.split()[2] for info, path in entries}
+    return trees
+
+
+def stored_token_usage(repo) -> dict[tuple[str, str], dict]:
+    """The token_usage of every session metadata.json blob, by (session ID, checkpoint ID), read with `git show`."""
+    found = {}
+    for ref, tree in checkpoint_trees(repo).items():
+        for path in tree:
+            parts = path.split("/")
+            if parts[-1] != "metadata.json" or len(parts) < 2 or not parts[-2].isdigit():
+                continue  # not a session folder's metadata (a checkpoint's summary)
+            try:
+                data = json.loads(git(repo, "show", f"{ref}:{path}"))
+            except json.JSONDecodeError:  # f0f0f0f0f0f0's corrupt blob: a loss, no usage
+                continue
+            if "token_usage" in data:
+                # the shard path on the branch, the ref's last component on a per-checkpoint ref
+                cid = "".join(parts[:-2]) or ref.rsplit("/", 1)[1]
+                # b5a37dc3d0fe is on the branch and under its own ref: both copies agree
+                assert found.setdefault((data["session_id"], cid), data["token_usage"]) == data["token_usage"]
+    return found
+
+
 def test_claude_code_full_jsonl_goes_through_the_claude_code_converter(converted):
     _, out = converted
     (row,) = sql(out, f"select agent, producer_method, producer_source, content_level, meta, source_files, record_count "
@@ -80,21 +112,43 @@ def test_subagent_under_tasks_is_a_stream_spawned_by_the_tool_use(converted):
     assert sql(out, f"select count(*) from source_lines where session_key = '{S1}/a1b2'") == [(1,)]
 
 
-def test_etf_fallback_for_codex_with_its_losses_and_a_usage_summary(converted):
+def test_etf_fallback_for_codex_with_its_losses_and_a_usage_summary(scenario, converted):
     _, out = converted
     (row,) = sql(out, f"select agent, producer_method, producer_source, content_level, record_count from sessions "
                       f"where session_key = '{CODEX_ETF}'")
     assert row[:4] == ("codex", "import", "entire-transcript", "redacted")
-    assert row[4] > 0
+    etf = [json.loads(line) for line in fixture("v1branch_etf_codex.jsonl").splitlines()]
+    results = [b for line in etf if isinstance(line["content"], list) for b in line["content"] if "result" in b]
+    assert row[4] == len(etf) + len(results)  # a record per line, and one per result inlined into its tool_use
     losses = dict(sql(out, f"select category, count from losses where session_key = '{CODEX_ETF}'"))
     assert {"reasoning", "inference.model", "per_call_usage"} <= set(losses)
     # no token field in Codex ETF: no per-call usage, the metadata token_usage is the summary
     assert sql(out, f"select count(*) from inferences where session_key = '{CODEX_ETF}'") == [(0,)]
     summary = sql(out, f"select scope, is_latest, input_uncached_tokens, output_total_tokens, cache_read_tokens "
                        f"from usage_summaries where session_key = '{CODEX_ETF}'")
-    (stored,) = sql(out, f"select token_usage from checkpoint_sessions where session_key = '{CODEX_ETF}'")
-    meta = json.loads(stored[0])
-    assert summary == [("checkpoint", True, meta["input_tokens"], meta["output_tokens"], meta["cache_read_tokens"])]
+    usage = stored_token_usage(scenario["work"])[CODEX_ETF, "bbef1c2a76a9"]
+    assert summary == [("checkpoint", True, usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"])]
+
+
+def test_usage_summaries_are_the_token_usage_of_the_metadata_blobs(scenario, converted):
+    _, out = converted
+    stored = stored_token_usage(scenario["work"])
+    # only the Codex sessions record token_usage, and none has per-call usage: one summary per checkpoint
+    assert {session for session, _ in stored} == {CODEX_ETF, CODEX_ULID, CODEX_BARE}
+    rows = sql(out, "select session_key, native, scope, is_latest, input_uncached_tokens, output_total_tokens, "
+                    "cache_read_tokens, cache_write_tokens from usage_summaries")
+    got = {(key, json.loads(native)["_meta"]["io.entire/checkpoint"]): (json.loads(native)["token_usage"], *cols)
+           for key, native, *cols in rows}
+    assert len(got) == len(rows) and got == {
+        k: (u, "checkpoint", True, u["input_tokens"], u["output_tokens"], u["cache_read_tokens"],
+            u["cache_creation_tokens"]) for k, u in stored.items()}
+    # checkpoint_sessions holds the same blobs: token_usage as stored, and its columns
+    rows = sql(out, "select session_key, checkpoint_id, token_usage, input_tokens, output_tokens, cache_read_tokens, "
+                    "cache_creation_tokens, api_call_count from checkpoint_sessions where token_usage is not null")
+    got = {(key, cid): (json.loads(usage), *cols) for key, cid, usage, *cols in rows}
+    assert len(got) == len(rows) and got == {
+        k: (u, u["input_tokens"], u["output_tokens"], u["cache_read_tokens"], u["cache_creation_tokens"],
+            u["api_call_count"]) for k, u in stored.items()}
 
 
 def test_gemini_with_and_without_transcript_jsonl(converted):
@@ -235,8 +289,11 @@ def test_mixed_run_reports_one_usage_per_inference(scenario, tmp_path):
     (projects / f"{S1}.jsonl").write_bytes(WHOLE)  # the same session, also on disk
     out = tmp_path / "out"
     result = batch.convert([tmp_path / "projects", scenario["work"]], out)
+    # the only responses of the scenario are S1's: one inference per message.id, held by file and checkpoint
+    lines = [json.loads(line) for line in WHOLE.splitlines()]
+    responses = {line["message"]["id"] for line in lines if line["type"] == "assistant"}
     (n,) = sql(out, "select count(*) from inferences")[0]
-    assert n == sql(out, "select count(distinct inference_id) from inferences")[0][0] > 0
+    assert n == sql(out, "select count(distinct inference_id) from inferences")[0][0] == len(responses)
     assert sql(out, "select count(*) from inferences group by inference_id having count(*) > 1") == []
     # one stream, held by the file and by the checkpoint; both copies are in source_lines
     (row,) = sql(out, f"select source_files from sessions where session_key = '{S1}'")
@@ -300,8 +357,11 @@ def test_discovery_reads_metadata_only_and_a_unit_reads_its_own_session(scenario
 
     monkeypatch.setattr(source, "read_blob", spy)
     found = entire_checkpoint.discover(scenario["work"])
+    # every transcript on the checkpoint refs, as `git ls-tree` lists them
+    assert transcripts == {oid for tree in checkpoint_trees(scenario["work"]).values() for path, oid in tree.items()
+                           if path.rsplit("/", 1)[-1].startswith(("full.jsonl", "transcript.jsonl", "agent-"))}
     # metadata.json and task.json blobs only: no transcript is read before its batch runs
-    assert read and len(transcripts) > 10 and not transcripts & set(read)
+    assert read and not transcripts & set(read)
     (unit,) = [u for u in found.units if u.owner == S2]
     read.clear()
     loaded = unit.load()

@@ -16,11 +16,15 @@ import batch
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
 from tests.conftest import assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless
-from tests.entire_repos import S1, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
+from tests.entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
 CODEX_BARE = "019dc116-c183-74f3-8f98-b4e5bd8eddfa"  # b5a37dc3d0fe: Codex, full.jsonl only, usage from metadata
 S5 = "55555555-5555-4555-8555-555555555555"
+# one session group per session build_scenario writes: S1's older checkpoint and its subagent are in S1's
+# group, the two Codex sessions with transcript.jsonl are named by their metadata, the corrupt one by its folder
+GROUPS = {S1, S2, S3, S4, GEMINI, CODEX_BARE, "019f9261-846e-7fc0-b843-e0464227f290",
+          "01a082cd-8bed-71c2-89f1-161a92f4ae0b", "f0f0f0f0f0f0/0"}
 GROWN = WHOLE + json.dumps({"type": "user", "sessionId": S1, "uuid": "00000000-0000-4000-8000-000000000009",
                             "message": {"role": "user", "content": "one more line"}}).encode() + b"\n"
 NEW_SESSION = b"\n".join(
@@ -80,7 +84,7 @@ def test_nothing_changed_reuses_every_group_and_the_final_stage(repo, tmp_path, 
     kw = {"batch_bytes": batch_bytes, "all_checkpoints": all_checkpoints}
     first = batch.convert([repo], out, **kw)
     groups = first.manifest["reuse"]["session_groups_converted"]
-    assert groups >= 8 and first.manifest["entire"]["source_losses"]  # sessions of every kind, and losses
+    assert groups == len(GROUPS) and first.manifest["entire"]["source_losses"]  # sessions of every kind, and losses
     result = batch.convert([repo], out, **kw)
     summary = assert_same_as_full(repo, out, tmp_path, **kw)
     assert summary == {
