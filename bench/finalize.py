@@ -1,0 +1,61 @@
+"""Time and peak memory of the final stage alone, in a default convert of an archive.
+
+    python bench/finalize.py ARCHIVE [ARCHIVE ...]
+
+Each archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) is converted in this
+process into a temporary folder; the final stage (`pipeline._finalize`) is timed alone, in wall and
+CPU seconds, and its peak RSS is read after `/proc/self/clear_refs` reset the peak to the RSS before
+it (Linux). Prints one line per archive: its size, records and batches, the size of the `_work`
+tables the stage reads, the stage's times, the RSS before it and the peak during it.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import batch
+import batch.pipeline as pipeline
+
+
+def _status(key: str) -> int:
+    """A VmRSS/VmHWM line of /proc/self/status, in MiB."""
+    with open("/proc/self/status") as fh:
+        return int(re.search(key + r":\s+(\d+)", fh.read()).group(1)) >> 10
+
+
+def measure(archive: Path) -> str:
+    real, seen = pipeline._finalize, {}
+
+    def timed(con, output, *args, **kw):
+        seen["before"] = _status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # the peak (VmHWM) starts again from the RSS now
+        work = sum(f.stat().st_size for f in (output.tmp / "_work").rglob("*.parquet"))
+        seen["batches"] = len(list((output.tmp / "records").glob("*.parquet")))
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        result = real(con, output, *args, **kw)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        seen.update(wall=time.perf_counter() - t0, cpu=r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
+                    peak=_status("VmHWM"), work=work / (1 << 20))
+        return result
+
+    pipeline._finalize = timed
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = batch.convert([archive], Path(tmp) / "out")
+    finally:
+        pipeline._finalize = real
+    size = sum(f.stat().st_size for f in archive.rglob("*.jsonl")) / (1 << 20)
+    return (f"{archive}: {size:,.0f} MiB, {result.tables['records']:,} records, {seen['batches']} batches, "
+            f"_work {seen['work']:.1f} MiB; final stage {seen['wall']:.2f} s wall, {seen['cpu']:.2f} CPU-s, "
+            f"RSS {seen['before']} MiB before it, peak {seen['peak']} MiB during it")
+
+
+if __name__ == "__main__":
+    for path in sys.argv[1:]:
+        print(measure(Path(path)), flush=True)
