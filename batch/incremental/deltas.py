@@ -9,8 +9,6 @@ whole. docs/asr-tables.md, "Re-runs".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import json
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
@@ -25,9 +24,9 @@ import pyarrow as pa
 from batch import reuse, sql
 from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.schema import TABLES_BY_NAME
-from batch.sources.base import Loaded, Unit, batches
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.claude_code import Discovery, head_unchanged
+from batch.sources.base import Unit, batches
+from batch.sources.claude_code import Discovery, head_unchanged, load_files
 from batch.write import WORK, Output, conform
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ def growing_groups(
         files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in unit.load().streams if f.name in old]
         if len(files) != len(old):
             continue
-        old_unit = Unit(owner, sum(f.size for f in files), partial(Loaded, list(files)), label=unit.label,
+        old_unit = Unit(owner, sum(f.size for f in files), partial(load_files, tuple(files)), label=unit.label,
                         newest=max(f.mtime_ns or 0 for f in files))
         growing[owner] = Growth(unit, old_unit, {name: recorded.get(name) for name in old}, now)
     return growing

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from batch.errors import SourceError
@@ -257,13 +258,18 @@ def group_owner(f: Stream) -> str:
     return f.parent_session_id if f.stream_kind == "subagent" and f.parent_session_id else f.session_key
 
 
+def load_files(files: tuple[Stream, ...]) -> Loaded:
+    """A unit's streams as they are: files are read when the batch converts them."""
+    return Loaded(list(files))
+
+
 def units(files: list[Stream]) -> list[Unit]:
     """One unit of work per session group (a main session with its subagents), read when its batch runs."""
     groups: dict[str, list[Stream]] = {}
     for f in files:
         groups.setdefault(group_owner(f), []).append(f)
     return [
-        Unit(owner, sum(f.size for f in group), lambda group=group: Loaded(list(group)), label=owner,
+        Unit(owner, sum(f.size for f in group), partial(load_files, tuple(group)), label=owner,
              fingerprint=_fingerprint(group), newest=max(f.mtime_ns or 0 for f in group))
         for owner, group in sorted(groups.items())
     ]

@@ -1,0 +1,45 @@
+"""A unit of work can be described to another process: every unit the sources give pickles, and the
+copy loads the same streams and frames as the unit itself (the ground for running batches as tasks
+in worker processes)."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from pathlib import Path
+
+from conftest import SAMPLE
+from entire_repos import build_scenario
+
+from batch.formats import entire_checkpoint
+from batch.sources.claude_code import discover, units
+
+
+def loaded(unit) -> tuple:
+    """What loading the unit gives: each stream's name, kind, key and bytes' SHA-256, and the frames."""
+    got = unit.load()
+    streams = []
+    for s in got.streams:
+        with s.open() as fh:
+            streams.append((s.name, s.stream_kind, s.session_key, s.producer_source, hashlib.sha256(fh.read()).hexdigest()))
+    frames = {table: [f.to_dicts() for f in frames] for table, frames in sorted(got.frames.items())}
+    return sorted(streams), frames, got.inputs
+
+
+def test_claude_code_units_go_to_another_process():
+    found = units(discover([SAMPLE]).files)
+    assert len(found) == len({u.owner for u in found}) > 1
+    for unit in found:
+        copy = pickle.loads(pickle.dumps(unit))
+        assert (copy.owner, copy.size, copy.fingerprint) == (unit.owner, unit.size, unit.fingerprint)
+        assert loaded(copy) == loaded(unit)
+
+
+def test_entire_units_go_to_another_process(tmp_path: Path):
+    repo = build_scenario(tmp_path)["work"]
+    found = entire_checkpoint.discover(repo).units
+    assert found
+    for unit in found:
+        copy = pickle.loads(pickle.dumps(unit))
+        assert (copy.owner, copy.size, copy.fingerprint) == (unit.owner, unit.size, unit.fingerprint)
+        assert loaded(copy) == loaded(unit)
