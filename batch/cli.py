@@ -16,7 +16,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from batch.errors import BatchError, Interrupted
-from batch.pipeline import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS, ConvertResult, convert
+from batch.pipeline import ConvertResult, convert
+from batch.run.memory import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS
 from batch.schema import markdown
 from batch.sources.claude_code import default_source
 from batch.version import VERSION

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,12 +21,15 @@ from batch.errors import OutputError, SourceError
 from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.formats.store import STORE_MEMORY
 from batch.incremental import carving, deltas
+from batch.run.memory import (
+    DEFAULT_BATCH_BYTES, Stop, arrow_pool, connect, default_workers, large_groups_message, largest_line,
+)
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit, batches
 from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
-from batch.transforms import elide, tail
+from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
     WORK, Output, PartWriter, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
@@ -45,22 +45,6 @@ MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
 SOURCE_TABLES = entire_checkpoint.RUN_TABLES
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
-
-# Peak memory grows with workers x batch size (docs/decisions/002-two-batches.md): two batches of
-# 48 MiB at once peak at 0.9 to 1.0 GiB; 64 MiB ones take 4 to 5% less CPU but peak above 1 GiB,
-# 32 MiB ones take 17% more CPU.
-DEFAULT_BATCH_BYTES = 48 << 20
-DEFAULT_WORKERS = 2
-# Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
-# memory; a session larger than claude_code.STORE_BYTES keeps its wide rows in a store, and peaks
-# at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,082 to 1,197
-# and 1,716 to 1,810 MiB (docs/decisions/007-one-large-session.md); the estimates keep a margin above.
-BATCH_MEMORY_BASE = 128 << 20
-BATCH_MEMORY_FACTOR = 8
-STORED_MEMORY_BASE = 1 << 30
-# Decoding one line's JSON (sql/observations.sql) holds up to about this many times the line's size
-# in DuckDB, where its length is not in strings elided before the decode (docs/decisions/001-long-lines.md)
-LINE_MEMORY_FACTOR = 40
 
 
 @dataclass
@@ -149,7 +133,7 @@ def _convert(
 ) -> ConvertResult:
     started = time.perf_counter()
     read_at = _now()
-    _arrow_pool()
+    arrow_pool()
     # a run killed between the two renames of its swap left no `out`: its output becomes `out` again
     finished = finish_interrupted_swap(out)
     if finished is not None and warn:
@@ -173,7 +157,7 @@ def _convert(
     output = Output(out)
     if output.stale_removed and warn:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
-    stop = _Stop()
+    stop = Stop()
     try:
         key = reuse.run_key(found.tool_result_files)
         imports_key = entire_checkpoint.run_key(found_all.imports)
@@ -267,7 +251,7 @@ def _convert(
         sizes = [sum(u.size for u in group) for group in groups]
         large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
         if large and warn:
-            warn(_large_groups_message(large, batch_bytes, memory))
+            warn(large_groups_message(large, batch_bytes, memory))
 
         def converted(size: int) -> None:
             nonlocal done
@@ -307,7 +291,7 @@ def _convert(
             }
         else:
             sources_read = _SourceReads(reads, carving.session_owners({"batches": state_batches}))
-            with _connect(spill=output.spill) as con:
+            with connect(spill=output.spill) as con:
                 final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames, sources_read)
             counts.update(final_counts)
             manifest = _manifest(
@@ -368,7 +352,7 @@ def _reuse_summary(
 
 def _run_batches(
     groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
-    workers: int, batch_bytes: int, stop: _Stop, memory: int | None, owners_fp: dict, taken: _Taken,
+    workers: int, batch_bytes: int, stop: Stop, memory: int | None, owners_fp: dict, taken: _Taken,
     converted: Callable[[int], None],
 ) -> list[tuple[list[Unit], BaseException]]:
     """Convert the batches (`groups`, of `sizes` bytes) and take each one's state entry as it ends;
@@ -378,7 +362,7 @@ def _run_batches(
     at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes runs alone, with
     every CPU. Files are hashed on one more thread. A batch that ran out of memory is converted again
     a session group at a time, each alone; a group that still does not fit, again with its lines
-    longer than the memory limit allows (`_largest_line`) rejected undecoded."""
+    longer than the memory limit allows (`largest_line`) rejected undecoded."""
     failed: list[tuple[list[Unit], BaseException]] = []  # batches that ran out of memory
     names: dict[Future[_Batch], str] = {}  # each new batch's part name
     batch_units: dict[Future[_Batch], list[Unit]] = {}
@@ -438,7 +422,7 @@ def _run_batches(
             lost += [units for units, _ in failed]
             failed.clear()
             for units in lost:
-                collect(wait({submit(units, True, _largest_line(memory or STORE_MEMORY))}).done)
+                collect(wait({submit(units, True, largest_line(memory or STORE_MEMORY))}).done)
             return list(failed)
         except BaseException:
             # a signal or a failed batch: interrupt the running batches before waiting for them
@@ -609,135 +593,13 @@ def _nothing_found_message(sources: list[Path], found: Discovery, imports: list[
     )
 
 
-def _large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit: int | None = None) -> str:
-    # every unit of such a batch belongs to one session group, named by its main session
-    sizes = sorted(((sum(u.size for u in group), group[0].label or group[0].owner) for group in large), reverse=True)
-    biggest = sizes[0][0]
-    listed = ", ".join(f"{owner} ({size / (1 << 20):,.1f} MiB)" for size, owner in sizes[:3])
-    more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
-    which = "1 session holds" if len(sizes) == 1 else f"{len(sizes)} sessions hold"
-    memory = large_session_memory(biggest)
-    available = available_memory()
-    short = (
-        f" This machine has about {_size(available)} available: the conversion may run out of memory."
-        if available is not None and memory > available else ""
-    )
-    stored = (
-        f" A session of more than {claude_code.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
-        f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
-        f"{_largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
-        f"{elide.ELIDE_CHARS >> 20} MiB or more (a file read back, an image: those convert at any length): such a "
-        "line is then rejected (rejects line_too_long, its bytes kept), the rest of its session converts, and the "
-        "run goes on."
-        if biggest > claude_code.STORE_BYTES else ""
-    )
-    return (
-        f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
-        f"{listed}{more}. A session is never split across batches: each of these is converted alone, "
-        f"and the largest needs roughly {_size(memory)} of memory.{short}{stored}"
-    )
-
-
-def _largest_line(memory_limit: int) -> int:
-    """About the longest line that converts within DuckDB's `memory_limit` when its length is not in
-    strings long enough to be elided (transforms/elide.py): decoding a line's JSON
-    (sql/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
-    return memory_limit // LINE_MEMORY_FACTOR
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
-
-
-def large_session_memory(size: int) -> int:
-    """Peak memory, about, of converting one session group of `size` bytes alone."""
-    if size > claude_code.STORE_BYTES:
-        return STORED_MEMORY_BASE + size
-    return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
-
-
-def available_memory() -> int | None:
-    """Memory the system can give without swapping (MemAvailable of /proc/meminfo), None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def default_workers() -> int:
-    """Batches converted at once by default: one per CPU, at most DEFAULT_WORKERS."""
-    return max(1, min(os.cpu_count() or 1, DEFAULT_WORKERS))
-
-
-def _connect(workers: int = 1, *, spill: Path, memory: int | None = None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    if memory is not None:  # --memory-mb: the batch's limit, and a store's (formats/store.py)
-        sql.set_memory_limit(con, memory)
-    # The CLI draws its own progress bar; DuckDB's would interleave with it.
-    con.execute("set enable_progress_bar = false")
-    # spill inside the run folder, not in a `.tmp` of the working directory
-    con.execute("set temp_directory = $path", {"path": str(spill)})
-    # concurrent batches share the CPUs
-    con.execute(f"set threads = {max(1, (os.cpu_count() or 1) // workers)}")
-    sql.define_macros(con)
-    return con
-
-
-def _arrow_pool() -> None:
-    """Make Arrow allocate from jemalloc (the system allocator where pyarrow has no jemalloc), unless
-    ARROW_DEFAULT_MEMORY_POOL names a pool. pyarrow's default, mimalloc, keeps the pages of the
-    Parquet writes and casts of each worker thread: two batches at once peaked about 80 MiB higher
-    with it, at the same CPU seconds (docs/decisions/008-arrow-allocator.md)."""
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        return
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
-class _Stopped(Exception):
-    """A batch that was told to stop before it started."""
-
-
-class _Stop:
-    """Tells running batches to stop: interrupts their DuckDB statements and fails their next write."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self._lock = threading.Lock()
-        self._connections: set[duckdb.DuckDBPyConnection] = set()
-
-    @contextmanager
-    def watch(self, con: duckdb.DuckDBPyConnection):
-        with self._lock:
-            self._connections.add(con)
-        try:
-            if self.event.is_set():
-                raise _Stopped
-            yield con
-        finally:
-            with self._lock:
-                self._connections.discard(con)
-
-    def set(self) -> None:
-        self.event.set()
-        with self._lock:
-            for con in self._connections:
-                con.interrupt()
-
-
 def _convert_batch(
     units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
-    stop: _Stop, memory: int | None = None, max_line: int | None = None,
+    stop: Stop, memory: int | None = None, max_line: int | None = None,
 ) -> _Batch:
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)
-    with _connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
+    with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
         if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code.py)
             sql.set_max_line(con, max_line)
         fault("batch", stop.event)

@@ -326,12 +326,12 @@ def large_session(archive: Path, out: Path, size_mb: float, args: argparse.Names
     """Convert one session of size_mb (subagents included) built from the archive; print its figures.
     Skipped, with a line saying so, when the converter's own estimate of its peak exceeds the memory
     available: an out-of-memory kill would take the machine's other work down with it."""
-    from batch.pipeline import available_memory, large_session_memory
+    from batch.run.memory import available_memory, large_session_memory
 
     need, available = large_session_memory(int(size_mb * (1 << 20))), available_memory()
     if available is not None and need > available:
         print(f"session   one session of {size_mb:g} MiB: skipped, it needs about {need >> 20:,} MiB "
-              f"(batch/pipeline.py large_session_memory) and {available >> 20:,} MiB are available")
+              f"(batch/run/memory.py large_session_memory) and {available >> 20:,} MiB are available")
         return {"mib": size_mb, "skipped": "not enough memory", "needed_mib": need >> 20,
                 "available_mib": available >> 20}
     source = ROOT / "bench" / "archive" / f"session-{size_mb:g}-from-{archive.name}"

@@ -72,9 +72,9 @@ def test_a_session_larger_than_a_batch_is_one_warning_line(capsys, src, out):
 
 
 def test_a_session_larger_than_the_free_memory_is_told(capsys, src, out, monkeypatch):
-    from batch import pipeline
+    import batch.run.memory
 
-    monkeypatch.setattr(pipeline, "available_memory", lambda: 100 << 20)
+    monkeypatch.setattr(batch.run.memory, "available_memory", lambda: 100 << 20)
     write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "x" * (2 << 20))])
     code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--batch-mb", "1")
     assert code == 0, err

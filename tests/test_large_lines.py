@@ -33,6 +33,7 @@ from polars.testing import assert_frame_equal
 import batch
 import batch.incremental.deltas
 import batch.pipeline
+import batch.run.memory
 
 BIG_SID = "44444444-4444-4444-8444-444444444444"
 
@@ -180,14 +181,14 @@ def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
     from batch.sources.base import Loaded, Unit
 
     unit = Unit("big", 100 << 20, lambda: Loaded(), label="big")
-    message = batch.pipeline._large_groups_message([[unit]], 48 << 20)
+    message = batch.run.memory.large_groups_message([[unit]], 48 << 20)
     assert "DuckDB's memory limited to 768 MiB (--memory-mb)" in message
-    assert f"a line of more than about {768 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit unless most of it " \
+    assert f"a line of more than about {768 // batch.run.memory.LINE_MEMORY_FACTOR} MB does not fit unless most of it " \
         "is in strings of 1 MiB or more" in message
     assert "rejects line_too_long, its bytes kept" in message
     # with --memory-mb 4096: the limit it gives
-    message = batch.pipeline._large_groups_message([[unit]], 48 << 20, 4096 << 20)
-    assert f"about {4096 // batch.pipeline.LINE_MEMORY_FACTOR} MB does not fit" in message
+    message = batch.run.memory.large_groups_message([[unit]], 48 << 20, 4096 << 20)
+    assert f"about {4096 // batch.run.memory.LINE_MEMORY_FACTOR} MB does not fit" in message
 
 
 def long_line_session(folder: Path, sid: str, kind: str, mb: int) -> str:

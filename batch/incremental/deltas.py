@@ -30,7 +30,7 @@ from batch.sources.claude_code import Discovery, head_unchanged, load_files
 from batch.write import WORK, Output, conform
 
 if TYPE_CHECKING:
-    from batch.pipeline import _Stop
+    from batch.run.memory import Stop
 
 
 @dataclass
@@ -125,7 +125,7 @@ def same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
 
 def run_deltas(
     output: Output, growing: dict[str, Growth], touched: list[dict], splits: dict[str, list[Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: _Stop,
+    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: Stop,
     convert_batch: Callable,
 ) -> tuple[list[dict], dict, dict, set[str]]:
     """Re-run the grown groups as deltas: convert each group's files as they were (read up to their

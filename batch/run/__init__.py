@@ -1,0 +1,1 @@
+"""Running a conversion: the memory model, and what each batch runs on."""
