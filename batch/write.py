@@ -446,6 +446,15 @@ def _is_live(marker: Path) -> bool:
         os.close(fd)
 
 
+def _run_folders(out: Path) -> list[Path]:
+    """The entries beside `out` named as its run folders are (none when its parent cannot be listed)."""
+    prefix = f".{out.name}{RUN_INFIX}"
+    try:
+        return [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return []
+
+
 def finish_interrupted_swap(out: Path) -> Path | None:
     """Where `out` is missing and run folders of it hold complete outputs (a manifest, a catalog, no
     live run), the swap of a run killed between its two renames (`_swap` without the atomic
@@ -454,13 +463,8 @@ def finish_interrupted_swap(out: Path) -> Path | None:
     for `remove_stale_runs`. Returns the folder renamed, None when there was nothing to finish."""
     if out.exists() or out.is_symlink():
         return None
-    prefix = f".{out.name}{RUN_INFIX}"
-    try:
-        siblings = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
-    except OSError:
-        return None
     complete = []
-    for folder in siblings:
+    for folder in _run_folders(out):
         marker, manifest = folder / MARKER, folder / MANIFEST
         if folder.is_symlink() or not folder.is_dir() or not (folder / CATALOG).is_file():
             continue
@@ -478,12 +482,7 @@ def finish_interrupted_swap(out: Path) -> Path | None:
 def remove_stale_runs(out: Path) -> int:
     """Remove run folders of `out` left by a killed run: ours by name and by marker or manifest."""
     removed = 0
-    prefix = f".{out.name}{RUN_INFIX}"
-    try:
-        siblings = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
-    except OSError:
-        return 0
-    for folder in sorted(siblings):
+    for folder in sorted(_run_folders(out)):
         if folder.is_symlink() or not folder.is_dir():
             continue
         marker = folder / MARKER

@@ -365,12 +365,12 @@ def long_line(scratch: Path, size_mb: float) -> dict:
         source.mkdir(parents=True)
         sid = "44444444-4444-4444-8444-444444444444"
         text = ("0123456789abcdef" * 64 + "\n") * max(1, int(mb * (1 << 20)) // 1025)
-        stamp = {"sessionId": sid, "timestamp": "2026-02-12T20:30:00.000Z", "cwd": "/work", "version": "2.1.100"}
+        stamp = {"sessionId": sid, "timestamp": "2026-02-12T20:30:00.000Z", "cwd": "/srv/app", "version": "2.1.100"}
         lines = [
             {"type": "user", "uuid": "u1", "parentUuid": None, **stamp, "message": {"role": "user", "content": "read it"}},
             {"type": "assistant", "uuid": "u2", "parentUuid": "u1", **stamp, "message": {
                 "id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5", "content": [
-                    {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/work/log"}}],
+                    {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/srv/app/log"}}],
                 "usage": {"input_tokens": 6, "output_tokens": 3}}},
             {"type": "user", "uuid": "u3", "parentUuid": "u2", **stamp, "message": {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]}},

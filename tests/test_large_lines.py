@@ -110,16 +110,21 @@ def test_a_line_that_does_not_fit_is_rejected_and_the_rest_converts(archive, tmp
         assert_frame_equal(sorted_rows(timeless(got)), sorted_rows(timeless(want[name])), check_row_order=True)
 
 
-def test_a_session_that_does_not_fit_even_so_is_a_declared_loss(archive, tmp_path, monkeypatch):
-    big_session(archive / "-big", 1)
+def big_session_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every batch holding the big session run out of memory, as DuckDB does, whatever is tried."""
     real = batch.pipeline._convert_batch_on
 
-    def failing(con, units, *args):  # the big session runs out of memory whatever is tried
+    def failing(con, units, *args):
         if any(u.owner == BIG_SID for u in units):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
         return real(con, units, *args)
 
     monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+
+
+def test_a_session_that_does_not_fit_even_so_is_a_declared_loss(archive, tmp_path, monkeypatch):
+    big_session(archive / "-big", 1)
+    big_session_out_of_memory(monkeypatch)
     out = tmp_path / "out"
     result = batch.convert([archive], out)
     assert result.manifest["reuse"]["session_groups_not_converted"] == 1
@@ -280,14 +285,7 @@ def test_a_session_converted_before_that_does_not_fit_now_keeps_its_rows(archive
     before = read_tables(out)
     path = archive / "-big" / f"{BIG_SID}.jsonl"
     path.write_text(path.read_text() + dumps(user(uid(5), uid(4), "and this", sid=BIG_SID)) + "\n")
-    real = batch.pipeline._convert_batch_on
-
-    def failing(con, units, *args):  # the grown session runs out of memory whatever is tried
-        if any(u.owner == BIG_SID for u in units):
-            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
-        return real(con, units, *args)
-
-    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    big_session_out_of_memory(monkeypatch)  # now that it grew
     result = batch.convert([archive], out)
     [entry] = result.manifest["not_converted"]
     assert entry["session_key"] == BIG_SID and entry["previous_rows_kept"] is True

@@ -297,8 +297,12 @@ def test_a_signal_removes_the_run_folder_and_keeps_the_previous_output(src, out,
     stalled = out.parent / "stalled"
     proc = _cli(["convert", str(src), "--out", str(out), "-q"], fault=step, stalled=stalled)
     deadline = time.monotonic() + 120  # the run reaches its stall: generous on a loaded machine
-    while not stalled.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while not stalled.exists() and time.monotonic() < deadline:
+        try:
+            proc.wait(timeout=0.05)  # waits on the process itself: ended, it will never stall
+            break
+        except subprocess.TimeoutExpired:
+            pass
     assert stalled.exists(), "the run did not reach its stall"
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)

@@ -85,12 +85,14 @@ class Elided:
 
     def reduce(self, texts: pl.Series) -> pl.Series:
         """`texts` with the long strings of each long text elided (the same Series when none is)."""
+        rows = (texts.str.len_bytes() >= self.min_chars).arg_true()
+        if rows.is_empty():  # the common case: no text is read beyond its length
+            return texts
         # a control character is invalid in a JSON string (and rare as whitespace between values):
         # a text holding one is decoded whole, as is
-        long = (texts.str.len_bytes() >= self.min_chars) & ~texts.str.contains(r"[\x00-\x1f]")
-        if not long.any():
+        rows = rows.filter(~texts.gather(rows).str.contains(r"[\x00-\x1f]"))
+        if rows.is_empty():
             return texts
-        rows = long.arg_true()
         reduced = [self._reduce(text) for text in texts.gather(rows).to_list()]
         return texts.clone().scatter(rows, reduced)  # scatter writes in place: `texts` is the caller's
 
