@@ -105,6 +105,15 @@ def convert_cmd(
             help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="Where batches run: local (threads of this process), dask (Dask worker processes on this machine, "
+            "--workers of them) or a Dask scheduler's address, tcp://HOST:PORT, whose workers see the inputs and OUT "
+            "under the same paths. dask needs: pip install 'asr-batch[dask]'.",
+        ),
+    ] = "local",
     memory_mb: Annotated[
         int | None,
         typer.Option(
@@ -160,7 +169,7 @@ def convert_cmd(
         return convert(
             paths, out, entire=list(entire or ()), entire_events=list(entire_events or ()),
             all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
-            workers=workers, full=full, verify=verify, prune=prune, progress=progress, warn=warn,
+            workers=workers, executor=executor, full=full, verify=verify, prune=prune, progress=progress, warn=warn,
             memory_bytes=memory_mb << 20 if memory_mb else None,
         )
 

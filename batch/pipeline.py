@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -21,23 +20,20 @@ from batch.errors import OutputError, SourceError
 from batch.formats import claude_code, entire_checkpoint, entire_events
 from batch.formats.store import STORE_MEMORY
 from batch.incremental import carving, deltas
+from batch.run import executors, task
 from batch.run.memory import (
     DEFAULT_BATCH_BYTES, Stop, arrow_pool, connect, default_workers, large_groups_message, largest_line,
 )
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import Loaded, Stream, Unit, batches
+from batch.sources.base import Unit, batches
 from batch.sources.claude_code import Discovery, discover, units
 from batch.sources.git import is_repository
-from batch.transforms import tail
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
-    WORK, Output, PartWriter, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
+    WORK, Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
 )
 
-# The converter of each stream format (Stream.producer_source): one registration line per format.
-# A converter turns the streams of one batch into frames of the output and work tables.
-FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
 SOURCE_LOSSES = "source_losses"
 # What the final stage reports in the manifest besides its tables (sql/<name>.sql).
 MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
@@ -62,15 +58,6 @@ class ConvertResult:
 
 
 @dataclass
-class _Batch:
-    units: list[Unit]
-    inputs: list[dict]
-    counts: dict[str, int]
-    skipped: list[tuple[str, str]]
-    rows: dict[str, list[int]] | None = None  # each part's rows per group (`carving.RowsByGroup`), when told
-
-
-@dataclass
 class _Inputs:
     """Every source's discovery: units of work, and what sources contribute once per run."""
 
@@ -89,6 +76,7 @@ def convert(
     all_checkpoints: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     workers: int | None = None,
+    executor: str = executors.LOCAL,
     full: bool = False,
     verify: bool = False,
     prune: bool = False,
@@ -103,8 +91,10 @@ def convert(
     checkpoint with `all_checkpoints`. Any other source is read as Claude Code transcript files. Every path of
     `entire_events` is a JSONL file (or a folder of them) of Entire agent-protocol lifecycle events.
     `workers` batches are converted at once (default: `default_workers()`); memory grows with
-    `workers * batch_bytes`. A session group (a main transcript with its subagents) is never
-    split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
+    `workers * batch_bytes`. `executor` runs them: `local` (threads of this process), `dask` (a Dask
+    LocalCluster of `workers` processes) or a Dask scheduler's address (tcp://HOST:PORT), whose
+    workers must see the inputs and `out` under the same paths. A session group (a main transcript
+    with its subagents) is never split: one larger than `batch_bytes` is a batch of its own, converted while no other batch
     runs, and `warn(message)` is told about it before the conversion starts.
     Over a previous output, the session groups whose files kept their size and modification time
     are reused (their parts, or their rows carved out of a batch they shared with a changed group)
@@ -122,14 +112,14 @@ def convert(
     with lock_output(out, warn):
         return _convert(
             sources, out, entire=entire, entire_events=entire_events, all_checkpoints=all_checkpoints,
-            batch_bytes=batch_bytes, workers=workers, full=full, verify=verify, prune=prune, memory=memory_bytes,
-            progress=progress, warn=warn,
+            batch_bytes=batch_bytes, workers=workers, executor=executor, full=full, verify=verify, prune=prune,
+            memory=memory_bytes, progress=progress, warn=warn,
         )
 
 
 def _convert(
     sources: list[Path], out: Path, *, entire, entire_events, all_checkpoints: bool, batch_bytes: int,
-    workers: int | None, full: bool, verify: bool, prune: bool, memory: int | None, progress, warn,
+    workers: int | None, executor: str, full: bool, verify: bool, prune: bool, memory: int | None, progress, warn,
 ) -> ConvertResult:
     started = time.perf_counter()
     read_at = _now()
@@ -212,7 +202,7 @@ def _convert(
         if growing:
             delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
                 output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop,
-                _convert_batch,
+                task.convert_batch,
             )
             growing = {owner: g for owner, g in growing.items() if owner not in whole}
         # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
@@ -247,7 +237,7 @@ def _convert(
         if progress and done:
             progress(done, total)
         groups = [group for units in plan.batches() for group in batches(units, max_bytes=batch_bytes)]
-        workers = max(1, min(workers or default_workers(), len(groups) or 1))
+        workers = workers or default_workers()
         sizes = [sum(u.size for u in group) for group in groups]
         large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
         if large and warn:
@@ -260,11 +250,12 @@ def _convert(
                 progress(done, total)
 
         lost = _run_batches(
-            groups, sizes, output=output, tool_result_files=found.tool_result_files, used=used, workers=workers,
-            batch_bytes=batch_bytes, stop=stop, memory=memory, owners_fp=owners_fp, taken=taken, converted=converted,
+            groups, sizes, output=output, tool_result_files=found.tool_result_files, used=used, executor=executor,
+            workers=workers, roots=found.roots, batch_bytes=batch_bytes, stop=stop, memory=memory, owners_fp=owners_fp,
+            taken=taken, converted=converted,
         )
         fault("batches")
-        not_converted = [_too_large(output, units, exc, used, skipped) for units, exc in lost]
+        not_converted = [_too_large(output, units, error, used, skipped) for units, error in lost]
         # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
         for entry in not_converted:
             for batch in carving.keep_previous(output, state, splits, keys, entry["session_key"], used):
@@ -352,82 +343,81 @@ def _reuse_summary(
 
 def _run_batches(
     groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
-    workers: int, batch_bytes: int, stop: Stop, memory: int | None, owners_fp: dict, taken: _Taken,
-    converted: Callable[[int], None],
-) -> list[tuple[list[Unit], BaseException]]:
-    """Convert the batches (`groups`, of `sizes` bytes) and take each one's state entry as it ends;
-    return the session groups that ran out of memory whatever was tried, with their last error.
+    executor: str, workers: int, roots: list[Path], batch_bytes: int, stop: Stop, memory: int | None,
+    owners_fp: dict, taken: _Taken, converted: Callable[[int], None],
+) -> list[tuple[list[Unit], str]]:
+    """Convert the batches (`groups`, of `sizes` bytes) as tasks on `executor` (batch/run/executors.py)
+    and take each one's state entry as it ends; return the session groups that ran out of memory
+    whatever was tried, with their last error.
 
-    Batches are independent until the final stage: each runs on its own DuckDB connection, `workers`
-    at a time (DuckDB and Polars release the GIL); a batch larger than batch_bytes runs alone, with
-    every CPU. Files are hashed on one more thread. A batch that ran out of memory is converted again
-    a session group at a time, each alone; a group that still does not fit, again with its lines
-    longer than the memory limit allows (`largest_line`) rejected undecoded."""
-    failed: list[tuple[list[Unit], BaseException]] = []  # batches that ran out of memory
-    names: dict[Future[_Batch], str] = {}  # each new batch's part name
-    batch_units: dict[Future[_Batch], list[Unit]] = {}
+    Batches are independent until the final stage: each runs on its own DuckDB connection, as many at
+    a time as the executor has workers; a batch larger than batch_bytes runs alone, with every CPU of
+    its machine. A batch that ran out of memory is converted again a session group at a time, each
+    alone; a group that still does not fit, again with its lines longer than the memory limit allows
+    (`largest_line`) rejected undecoded."""
+    if not groups:
+        return []
+    failed: list[tuple[list[Unit], str]] = []  # batches that ran out of memory
+    submitted: dict[Future[task.TaskResult], list[Unit]] = {}
 
-    def collect(finished: set[Future[_Batch]]) -> None:
+    def collect(finished: set[Future[task.TaskResult]]) -> None:
         for future in finished:
-            try:
-                result = future.result()
-            except Exception as exc:
-                if stop.event.is_set() or not sql.out_of_memory(exc):
-                    raise
-                output.discard(names[future])  # what the batch wrote before it failed
-                failed.append((batch_units[future], exc))
+            result, units = future.result(), submitted.pop(future)
+            if result.out_of_memory is not None:
+                failed.append((units, result.out_of_memory))
                 continue
-            owners = sorted({u.owner for u in result.units})
-            part = names[future]
             taken.add({
-                "part": part,
-                "groups": {owner: owners_fp[owner] for owner in owners},
+                "part": result.part,
+                "groups": {owner: owners_fp[owner] for owner in result.owners},
                 "inputs": result.inputs,
                 "skipped": [list(s) for s in result.skipped],
                 "counts": result.counts,
-                "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+                "work": result.work,
                 **({"rows": result.rows} if result.rows is not None else {}),
             })
-            converted(sum(u.size for u in result.units))
+            converted(sum(u.size for u in units))
 
-    with ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as hasher:
-        try:
-            running: set[Future[_Batch]] = set()
+    pool = executors.make(executor, max(1, min(workers, len(groups))), stop)
+    try:
+        pool.check(output.tmp, roots)
 
-            def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[_Batch]:
-                part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
-                future = pool.submit(
-                    _convert_batch, group, output, part, tool_result_files, hasher, 1 if alone else workers, stop,
-                    memory, max_line,
-                )
-                names[future], batch_units[future] = part, group
-                return future
+        def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[task.TaskResult]:
+            part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
+            future = pool.submit(task.Task(
+                part, tuple(group), output.tmp, frozenset(tool_result_files), 1 if alone else pool.per_machine,
+                memory, max_line,
+            ))
+            submitted[future] = group
+            return future
 
-            for group, size in zip(groups, sizes):
-                alone = size > batch_bytes
-                while running and (alone or len(running) >= workers):
-                    finished, running = wait(running, return_when=FIRST_COMPLETED)
-                    collect(finished)
-                running.add(submit(group, alone))
-                if alone:
-                    collect(wait(running).done)
-                    running = set()
-            collect(wait(running).done)
-            lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
-            again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
-            failed.clear()
-            for units in again:
-                for owner in sorted({u.owner for u in units}):
-                    collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
-            lost += [units for units, _ in failed]
-            failed.clear()
-            for units in lost:
-                collect(wait({submit(units, True, largest_line(memory or STORE_MEMORY))}).done)
-            return list(failed)
-        except BaseException:
-            # a signal or a failed batch: interrupt the running batches before waiting for them
-            stop.set()
-            raise
+        running: set[Future[task.TaskResult]] = set()
+        for group, size in zip(groups, sizes):
+            alone = size > batch_bytes
+            while running and (alone or len(running) >= pool.workers):
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                collect(finished)
+            running.add(submit(group, alone))
+            if alone:
+                collect(wait(running).done)
+                running = set()
+        collect(wait(running).done)
+        lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
+        again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
+        failed.clear()
+        for units in again:
+            for owner in sorted({u.owner for u in units}):
+                collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
+        lost += [units for units, _ in failed]
+        failed.clear()
+        for units in lost:
+            collect(wait({submit(units, True, largest_line(memory or STORE_MEMORY))}).done)
+    except BaseException:
+        # a signal or a failed batch: interrupt the running tasks before waiting for them (or cancel them)
+        stop.set()
+        pool.close(cancel=True)
+        raise
+    pool.close()
+    return list(failed)
 
 
 @dataclass
@@ -450,58 +440,6 @@ class _Taken:
     def count(self, counts: dict[str, int]) -> None:
         for k, v in counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
-
-
-class _BatchParts:
-    """A batch's parts, written as its tables are handed over: one part per output table, appended
-    to a piece at a time (`Output.open`), so that no piece is held once written; the rows without a
-    seq wait for the batch's last (`tail.Tail`). The work tables, a few narrow rows per stream or
-    inference, are written whole at the end. Counts each part's rows, and its rows per group."""
-
-    def __init__(self, output: Output, index: str, groups: list[str]) -> None:
-        self.output, self.index = output, index
-        self.rows = carving.RowsByGroup(groups)
-        self.tail = tail.Tail()
-        self.writers: dict[str, PartWriter] = {}
-        self.work: dict[str, list[pl.DataFrame]] = {}
-
-    def add(self, name: str, frame: pl.DataFrame) -> None:
-        """Write a piece of table `name` (an output table, or a work table: batch/schema/work.py)."""
-        if name in WORK_SCHEMAS:
-            self.work.setdefault(name, []).append(frame)
-            return
-        frame = self.tail.pass_on(name, frame)
-        if frame is not None:
-            self._append(name, frame)
-
-    def _append(self, name: str, frame: pl.DataFrame) -> None:
-        if name not in self.writers:
-            table = TABLES_BY_NAME.get(name)
-            if table is None or table.stage != "batch":
-                raise ValueError(f"{name} is not a table a batch writes")
-            self.writers[name] = self.output.open(table, self.index)
-        self.writers[name].append(frame)
-        self.rows.add(name, frame)
-
-    def close(self) -> dict[str, int]:
-        """Write what is held and close the parts; return each output table's row count."""
-        for name, frame in self.tail.rest().items():
-            self._append(name, frame)
-        self._close_parts()
-        for name, schema in WORK_SCHEMAS.items():
-            if name in self.work:
-                data = pl.from_arrow(_cast(schema, self.work.pop(name)))
-                self.output.write_work(name, data, self.index)
-                self.rows.add(carving.part_label(name, True), data)
-        return {t.name: self.writers[t.name].rows for t in TABLES if t.name in self.writers}
-
-    def abort(self) -> None:
-        """Close the parts of a failed batch: they are left in the run folder, which is discarded."""
-        self._close_parts()
-
-    def _close_parts(self) -> None:
-        for writer in self.writers.values():
-            writer.close()
 
 
 def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
@@ -593,74 +531,11 @@ def _nothing_found_message(sources: list[Path], found: Discovery, imports: list[
     )
 
 
-def _convert_batch(
-    units: list[Unit], output: Output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
-    stop: Stop, memory: int | None = None, max_line: int | None = None,
-) -> _Batch:
-    # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
-    # that fails before its release ends its hold on the way out)
-    with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
-        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code.py)
-            sql.set_max_line(con, max_line)
-        fault("batch", stop.event)
-        return _convert_batch_on(con, units, output, index, tool_result_files, hasher)
-
-
-def _convert_batch_on(
-    con: duckdb.DuckDBPyConnection,
-    units: list[Unit],
-    output: Output,
-    index: str,
-    tool_result_files: set[str],
-    hasher: Executor,
-) -> _Batch:
-    """Load the batch's units, convert their streams with each format's converter, and write one part per
-    table (`_BatchParts`), each format's frames as soon as it returns them."""
-    loaded = Loaded()
-    for unit in units:
-        loaded.extend(unit.load())
-    inputs, skipped = list(loaded.inputs), []
-    by_format: dict[str, list[Stream]] = {}
-    for stream in loaded.streams:
-        by_format.setdefault(stream.producer_source, []).append(stream)
-    groups = reuse.fingerprints(units)
-    parts = _BatchParts(output, index, sorted(groups))
-    try:
-        for name in sorted(by_format):
-            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
-            # the statements are done: what the connection holds (registered frames, temporary tables
-            # and the memory DuckDB keeps for reuse) is released before the writes
-            sql.release(con)
-            for table in list(converted.tables):
-                rows = converted.tables.pop(table)  # each frame released once written
-                for piece in [rows] if isinstance(rows, pl.DataFrame) else rows:  # a store's, a piece at a time
-                    parts.add(table, piece)
-            inputs.extend(converted.inputs)
-            skipped.extend(converted.skipped)
-            del converted
-        for table, frames in loaded.frames.items():
-            for frame in frames:
-                parts.add(table, frame)
-        counts = parts.close()
-    except BaseException:
-        parts.abort()
-        raise
-    # each part's rows per group, recorded in the reuse state: a later run that carves this batch,
-    # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
-    rows = parts.rows.result(carving.key_owners(groups, inputs, skipped, {}))
-    return _Batch(units, inputs, counts, skipped, rows)
-
-
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
     """Frames of one output table from several formats and sources as one table (Output.write casts it)."""
     if len(frames) == 1:
         return frames[0]
-    return _cast(schema, frames)
-
-
-def _cast(schema: pa.Schema, frames: list[pl.DataFrame]) -> pa.Table:
-    """Frames as one Arrow table with exactly the schema's columns and types."""
-    return pa.concat_tables([f.to_arrow().select(schema.names).cast(schema) for f in frames])
+    return task.cast(schema, frames)
 
 
 def _run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.DataFrame]]:
@@ -705,7 +580,7 @@ def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], i
     """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
     more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
     if frames.get("losses"):
-        output.write_work(SOURCE_LOSSES, pl.from_arrow(_cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
+        output.write_work(SOURCE_LOSSES, pl.from_arrow(task.cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
     counts = {}
     for table in TABLES:
         if table.stage == "batch" and frames.get(table.name):
@@ -838,7 +713,7 @@ def _prefix_sha256(path: Path, size: int) -> str | None:
 
 
 def _too_large(
-    output: Output, units: list[Unit], exc: BaseException, used: set[str], skipped: list[tuple[str, str]]
+    output: Output, units: list[Unit], error: str, used: set[str], skipped: list[tuple[str, str]]
 ) -> dict:
     """Declare a session group that ran out of memory even alone: a `losses` row (category
     `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the
@@ -849,7 +724,7 @@ def _too_large(
     # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
     files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
     size = sum(u.size for u in units)
-    error = " ".join(str(exc).split())[:300]
+    error = " ".join(error.split())[:300]
     detail = (
         f"session group of {size / (1 << 20):,.1f} MiB ({len(files)} files) needs more memory than this run may "
         f"use ({error}); convert it with a larger --memory-mb"
@@ -918,7 +793,7 @@ def _finalize(
             # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
             extra = [pl.read_parquet(source_losses)] if source_losses else []
             if extra:
-                frame = pl.from_arrow(_cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
+                frame = pl.from_arrow(task.cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
                     "session_key", "category", "detail", nulls_last=False, maintain_order=True
                 )
         built[name] = frame

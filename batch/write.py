@@ -61,10 +61,14 @@ WRITE_SLICE_BYTES = 16 << 20
 # part-NNNNN: a part numbered within its run (final tables); part-<16 hex>: a batch's part, named by
 # its session groups so that an incremental run can reuse it.
 PART_RE = re.compile(r"^part-(\d{5}|[0-9a-f]{16})\.parquet$")
+# A batch's part while it is written (`BatchFiles`): renamed to its part name once the batch is whole.
+TEMPORARY_RE = re.compile(r"^\.part-[0-9a-f]{16}\.parquet\.[0-9a-f]{12}$")
 # Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
 # to prove what an interruption leaves (tests/test_safety.py).
 FAULT_ENV = "ASR_BATCH_FAULT"
 STALLED_ENV = FAULT_ENV + "_STALLED"
+# `once:<step>`: the first process to reach the step kills itself, after creating the file ONCE_ENV names
+ONCE_ENV = FAULT_ENV + "_ONCE"
 
 
 def _slices(frame: pl.DataFrame, size: int) -> list[pl.DataFrame]:
@@ -114,6 +118,55 @@ class PartWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BatchFiles:
+    """The part files of one batch (a task, batch/run/task.py) in a run folder, written by whichever
+    process runs it: each under a temporary name (`TEMPORARY_RE`) until `commit` renames them all to
+    the batch's part name, so that a task run twice (retried after its worker died, or run by two
+    workers at once) leaves one copy of its rows, and a task that fails leaves none. Takes the place
+    of the `Output` for a batch: `open`, `write_work` and `spill` (a spill folder of its own)."""
+
+    def __init__(self, run_folder: Path, part: str) -> None:
+        self.root, self.part = Path(run_folder), part
+        self._token = uuid.uuid4().hex[:12]
+        self._written: list[tuple[Path, Path]] = []  # (temporary, part)
+        self.spill = self.root / SPILL / f"{part}-{self._token}"
+
+    def _path(self, table: str, work: bool) -> Path:
+        self._check()
+        folder = self.root / WORK / table if work else self.root / table
+        if work:
+            (self.root / WORK).mkdir(exist_ok=True)
+        folder.mkdir(exist_ok=True)  # never the run folder itself: a removed one stays removed
+        path = folder / f".part-{self.part}.parquet.{self._token}"
+        self._written.append((path, folder / f"part-{self.part}.parquet"))
+        return path
+
+    def _check(self) -> None:
+        if not (self.root / MARKER).is_file():
+            raise OutputError(f"{self.root}: the run folder is gone (the run was stopped); nothing more is written")
+
+    def open(self, table: Table, index: object = None) -> PartWriter:
+        return PartWriter(self._path(table.name, False), table)
+
+    def write_work(self, name: str, data: pl.DataFrame, index: object = None) -> None:
+        data.write_parquet(self._path(name, True), compression="zstd")
+
+    def commit(self) -> list[str]:
+        """Rename every file written to its part name; return the work tables written."""
+        self._check()
+        for temporary, path in self._written:
+            os.replace(temporary, path)
+        shutil.rmtree(self.spill, ignore_errors=True)
+        return sorted(path.parent.name for _, path in self._written if path.parent.parent.name == WORK)
+
+    def abort(self) -> None:
+        """Remove what was written (a failed task: it is converted again, or the run stops)."""
+        for temporary, _ in self._written:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+        shutil.rmtree(self.spill, ignore_errors=True)
 
 
 class SchemaMismatch(Exception):
@@ -208,13 +261,6 @@ class Output:
         folder.mkdir(exist_ok=True)
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
-    def discard(self, part: str) -> None:
-        """Remove the part files named `part` this run wrote (a batch that failed, to be converted again)."""
-        for folder in [self.tmp, self.tmp / WORK]:
-            if folder.is_dir():
-                for path in folder.glob(f"*/part-{part}.parquet"):
-                    path.unlink()
-
     def previous_manifest(self) -> dict:
         """The previous output's manifest, parsed once: the one parsed when the output was found to be
         ours (`_manifest_tables`), when its file is unchanged since."""
@@ -295,6 +341,7 @@ class Output:
         """
         # the work tables stay: an incremental run reads those of the batches it reuses
         _remove_ours(self.tmp, spill=True, within=SPILL)
+        _remove_temporaries(self.tmp)  # left by tasks whose worker died: converted again since
         for table in TABLES:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
@@ -322,6 +369,13 @@ class Output:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def _remove_temporaries(folder: Path) -> None:
+    """Remove the temporary part files (`TEMPORARY_RE`) in the table folders of a run folder."""
+    for path in [*folder.glob("*/.part-*"), *folder.glob(f"{WORK}/*/.part-*")]:
+        if TEMPORARY_RE.match(path.name) and not path.is_symlink():
+            path.unlink()
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -407,10 +461,17 @@ def lock_output(out: Path, warn=None):
 
 
 def fault(step: str, event: threading.Event | None = None) -> None:
-    """Kill this process at `step`, or stall there for a minute, when the test hook asks for it
-    (a stall creates the file STALLED_ENV names, if any: a test waits for it, not for a time)."""
+    """Kill this process at `step` (`once:<step>`: only the first process that reaches it), or stall
+    there for a minute, when the test hook asks for it (a stall creates the file STALLED_ENV names,
+    if any: a test waits for it, not for a time)."""
     asked = os.environ.get(FAULT_ENV)
     if asked == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif asked == f"once:{step}":
+        try:
+            os.close(os.open(os.environ[ONCE_ENV], os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
         os.kill(os.getpid(), signal.SIGKILL)
     elif asked == f"stall:{step}":
         if os.environ.get(STALLED_ENV):
@@ -570,8 +631,12 @@ def _expected(rel: tuple[str, ...], is_dir: bool, tables: set[str], work: bool, 
     if top == SPILL:
         return spill  # DuckDB's own temporary files, in a folder only this run uses
     if top == WORK:
-        return work and (len(rel) == 2 and is_dir and _plain_name(rel[1]) or len(rel) == 3 and not is_dir and bool(PART_RE.match(rel[2])))
-    return top in tables and len(rel) == 2 and not is_dir and bool(PART_RE.match(rel[1]))
+        return work and (len(rel) == 2 and is_dir and _plain_name(rel[1]) or len(rel) == 3 and not is_dir and _part_name(rel[2]))
+    return top in tables and len(rel) == 2 and not is_dir and _part_name(rel[1])
+
+
+def _part_name(name: str) -> bool:
+    return bool(PART_RE.match(name) or TEMPORARY_RE.match(name))
 
 
 def foreign_entries(folder: Path, *, tables: list[str], work: bool = False, spill: bool = False) -> list[str]:

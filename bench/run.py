@@ -51,15 +51,47 @@ RSS_TARGET_MIB = 1024
 SESSION_RSS_TARGET_MIB = 2048  # one session of 1 GiB, subagents included
 
 # Runs the converter as its child and reports the child's wall time and peak RSS (KiB on Linux):
-# RUSAGE_CHILDREN of this wrapper covers the converter alone.
+# RUSAGE_CHILDREN of this wrapper covers the converter and the processes it started and waited for
+# (Dask's workers), its peak that of the largest one. The sum of their RSS is sampled every 0.2 s.
 WRAPPER = r"""
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, threading, time
+
+def tree_rss(root):
+    parents = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
 t = time.perf_counter()
-rc = subprocess.call(sys.argv[1:], stdout=sys.stderr)
+proc = subprocess.Popen(sys.argv[1:], stdout=sys.stderr)
+peak = [0]
+def sample():
+    while proc.poll() is None:
+        peak[0] = max(peak[0], tree_rss(proc.pid))
+        time.sleep(0.2)
+threading.Thread(target=sample, daemon=True).start()
+rc = proc.wait()
 seconds = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rc": rc, "seconds": seconds, "cpu_seconds": ru.ru_utime + ru.ru_stime,
-                  "system_cpu_seconds": ru.ru_stime, "maxrss_kib": ru.ru_maxrss}))
+                  "system_cpu_seconds": ru.ru_stime, "maxrss_kib": ru.ru_maxrss, "tree_rss_bytes": peak[0]}))
 """
 
 
@@ -229,8 +261,12 @@ def wait_idle(limit: float) -> None:
     print("note      the machine did not become idle; timing anyway", file=sys.stderr)
 
 
-def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None, *, full: bool = True) -> dict:
+def convert(
+    archive: Path, out: Path, batch_mb: int | None, workers: int | None, *, full: bool = True, executor: str | None = None,
+) -> dict:
     cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet", *(["--full"] if full else [])]
+    if executor:
+        cmd += ["--executor", executor]
     if batch_mb:
         cmd += ["--batch-mb", str(batch_mb)]
     if workers:
@@ -255,6 +291,8 @@ def convert(archive: Path, out: Path, batch_mb: int | None, workers: int | None,
             max(0.0, busy_after - busy_before - report["cpu_seconds"]) if busy_before is not None else None
         ),
         "peak_rss_mib": report["maxrss_kib"] / 1024,
+        # the most the converter and its processes held at once, sampled (Dask's workers beside the driver)
+        "sampled_total_rss_mib": report["tree_rss_bytes"] / (1 << 20),
         "command": " ".join(cmd),
         "tables": manifest["tables"],
         "rejected_lines": manifest["rejected_lines"],
@@ -268,6 +306,30 @@ RERUN_TARGETS = {"nothing changed": 0.05, "1% of sessions grown": 0.10}
 # A second growth scenario, reported beside the first (same target): the 1% of main transcripts
 # modified last before the run grow, as live sessions do.
 RECENT_LABEL = "1% most recently modified sessions grown"
+
+
+def executor_runs(archive: Path, out: Path, args: argparse.Namespace) -> dict:
+    """Convert the archive with each of `args.executors` in turn, twice over (a, b, a, b), and print
+    each one's fastest run; CPU seconds and peak are those of the converter and every process it
+    started (Dask's workers), the peak that of the largest one."""
+    names = [n.strip() for n in args.executors.split(",") if n.strip()]
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for _ in range(2):
+        for name in names:
+            if args.wait_idle:
+                wait_idle(args.wait_idle)
+            runs[name].append(convert(archive, out, args.batch_mb, args.workers, executor=name))
+    best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
+    tables = {name: r["tables"] for name, r in best.items()}
+    same = all(t == tables[names[0]] for t in tables.values())
+    for name, r in best.items():
+        each = ", ".join(f"{x['seconds']:.1f}" for x in runs[name])
+        print(f"executor  {name}: {r['seconds']:.2f} s wall, {r['cpu_seconds']:.2f} s CPU "
+              f"({r['system_cpu_seconds']:.2f} in the kernel), largest process {r['peak_rss_mib']:.0f} MiB, all "
+              f"processes at once {r['sampled_total_rss_mib']:.0f} MiB (sampled) "
+              f"(runs: {each} s)")
+    print(f"          row counts of every table {'the same' if same else 'DIFFERENT'} across executors")
+    return {name: {**r, "all_seconds": [x["seconds"] for x in runs[name]]} for name, r in best.items()}
 
 
 def main_transcripts(archive: Path) -> list[Path]:
@@ -552,6 +614,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="then convert one session of MIB (bench/session.py, built from the archive) and report it")
     ap.add_argument("--long-line-mb", type=float, default=0, metavar="MIB",
                     help="then convert a session with one tool-result line of MIB and report the line's peak")
+    ap.add_argument("--executors", default="", metavar="NAMES",
+                    help="also convert with these executors (comma-separated, e.g. local,dask), alternated with "
+                         "each other in the same run: wall and CPU seconds (every process), the largest process's peak")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 
@@ -656,6 +721,8 @@ def main(argv: list[str] | None = None) -> None:
             least["output_bound_cpu_seconds"] = bound
             least["convert_output_bound_cpu_ratio"] = conv["cpu_seconds"] / bound
 
+        by_executor = executor_runs(archive, out, args) if args.executors else None
+
         one = None
         if args.session_mb:
             one = large_session(archive, out.parent / f"session-{args.session_mb:g}", args.session_mb, args)
@@ -690,6 +757,7 @@ def main(argv: list[str] | None = None) -> None:
             "reruns": reruns,
             "large_session": one,
             "long_line": line,
+            "executors": by_executor,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],

@@ -33,6 +33,7 @@ from polars.testing import assert_frame_equal
 import batch
 import batch.incremental.deltas
 import batch.pipeline
+import batch.run.task
 import batch.run.memory
 
 BIG_SID = "44444444-4444-4444-8444-444444444444"
@@ -112,14 +113,14 @@ def test_a_line_that_does_not_fit_is_rejected_and_the_rest_converts(archive, tmp
 
 def big_session_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every batch holding the big session run out of memory, as DuckDB does, whatever is tried."""
-    real = batch.pipeline._convert_batch_on
+    real = batch.run.task.convert_on
 
     def failing(con, units, *args):
         if any(u.owner == BIG_SID for u in units):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
         return real(con, units, *args)
 
-    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    monkeypatch.setattr(batch.run.task, "convert_on", failing)
 
 
 def test_a_session_that_does_not_fit_even_so_is_a_declared_loss(archive, tmp_path, monkeypatch):
@@ -148,7 +149,7 @@ def test_a_session_that_does_not_fit_even_so_is_a_declared_loss(archive, tmp_pat
 def test_a_batch_out_of_memory_is_converted_again_a_group_at_a_time(archive, tmp_path, monkeypatch):
     # the first attempt of the batch holding every group fails as DuckDB does; each group alone converts
     calls = []
-    real = batch.pipeline._convert_batch_on
+    real = batch.run.task.convert_on
 
     def failing(con, units, *args):
         calls.append(sorted({u.owner for u in units}))
@@ -156,7 +157,7 @@ def test_a_batch_out_of_memory_is_converted_again_a_group_at_a_time(archive, tmp
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
         return real(con, units, *args)
 
-    monkeypatch.setattr(batch.pipeline, "_convert_batch_on", failing)
+    monkeypatch.setattr(batch.run.task, "convert_on", failing)
     out = tmp_path / "out"
     result = batch.convert([archive], out)
     owners = calls[0]
@@ -263,14 +264,14 @@ def test_a_grown_group_whose_delta_runs_out_of_memory_is_converted_whole(archive
     sid = json.loads(grown.read_text().splitlines()[0]).get("sessionId")
     with grown.open("a") as fh:
         fh.write(dumps(user(uid(900), None, "one more", sid=sid)) + "\n")
-    real = batch.pipeline._convert_batch
+    real = batch.run.task.convert_batch
 
     def failing(units, output, *args, **kw):  # a delta (converted into a capture) runs out of memory
         if isinstance(output, batch.incremental.deltas.Captured):
             raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data (test)")
         return real(units, output, *args, **kw)
 
-    monkeypatch.setattr(batch.pipeline, "_convert_batch", failing)
+    monkeypatch.setattr(batch.run.task, "convert_batch", failing)
     result = batch.convert([archive], out)
     assert result.manifest["reuse"]["deltas"]["converted_whole"] == 1
     assert result.manifest["reuse"]["deltas"]["session_groups"] == 0

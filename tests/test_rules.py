@@ -15,6 +15,7 @@ from polars.testing import assert_frame_equal
 import batch
 import batch.formats.claude_code
 import batch.pipeline
+import batch.run.task
 from batch.errors import OutputError, SourceError
 from batch.reuse import part_id
 from batch.schema import TABLES
@@ -765,7 +766,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     threads: dict[int, int] = {}
     lock = threading.Condition()
     partner = {2: 3, 3: 2}  # the two batches after the large one run together
-    real = batch.pipeline._convert_batch
+    real = batch.run.task.convert_batch
 
     # a batch's parts are named by its session groups: here one session per batch, in this order
     batch_of = {part_id([sid]): n for n, sid in enumerate(sids)}
@@ -789,7 +790,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
             with lock:
                 running.discard(index)
 
-    monkeypatch.setattr(batch.pipeline, "_convert_batch", tracked)
+    monkeypatch.setattr(batch.run.task, "convert_batch", tracked)
     warnings: list[str] = []
     batch.convert([src], out, batch_bytes=50_000, workers=2, warn=warnings.append)
 

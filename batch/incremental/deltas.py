@@ -139,7 +139,7 @@ def run_deltas(
     A chunk of groups that runs out of memory is left out: those groups are returned, to be converted
     whole as groups that changed (with the batches' retries, `_convert`).
 
-    `convert_batch` converts a batch into a capture (pipeline._convert_batch).
+    `convert_batch` converts a batch into a capture (`run.task.convert_batch`).
 
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
     None for every table, the manifest's summary of it, and the groups left out."""

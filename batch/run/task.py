@@ -1,0 +1,229 @@
+"""The unit of work: one batch, described in full by a `Task` and converted by `run` wherever it is
+sent (a thread of this process, a Dask worker on this machine or another one).
+
+A task holds its session groups' units (each reads its own bytes from its provenance: a file path,
+or a Git repository and blob IDs), the run folder and the options; it pickles. `run` converts the
+units with each stream format's converter and writes one part file per table into the run folder,
+under the batch's part name, which depends only on its session groups (`reuse.part_id`): written
+under temporary names and renamed once whole (`write.BatchFiles`), so a task retried or run twice
+never duplicates a row. It returns a `TaskResult`: row counts, inputs, skipped paths and each
+part's rows per group, never the rows themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from batch import reuse, sql
+from batch.formats import claude_code, entire_events
+from batch.incremental import carving
+from batch.run.memory import Stop, connect
+from batch.schema import TABLES, TABLES_BY_NAME
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import Loaded, Stream, Unit
+from batch.transforms import tail
+from batch.write import BatchFiles, PartWriter, fault
+
+# The converter of each stream format (Stream.producer_source): one registration line per format.
+# A converter turns the streams of one batch into frames of the output and work tables.
+FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One batch to convert: everything `run` needs, in a form that pickles."""
+
+    part: str  # the name of its part files
+    units: tuple[Unit, ...]
+    run_folder: Path
+    tool_result_files: frozenset[str]
+    share: int = 1  # batches that share the CPUs of the machine it runs on (1: it has them all)
+    memory: int | None = None  # DuckDB's memory limit (--memory-mb)
+    max_line: int | None = None  # lines longer than this are rejected undecoded (a last retry)
+
+    @property
+    def owners(self) -> list[str]:
+        return sorted({u.owner for u in self.units})
+
+    @property
+    def size(self) -> int:
+        return sum(u.size for u in self.units)
+
+
+@dataclass
+class TaskResult:
+    """What a task wrote, for the run's state and manifest; `out_of_memory` (DuckDB's error) when
+    the batch did not fit, in which case it wrote nothing."""
+
+    part: str
+    owners: list[str]
+    inputs: list[dict]
+    counts: dict[str, int]
+    skipped: list[tuple[str, str]]
+    rows: dict[str, list[int]] | None  # each part's rows per group (`carving.RowsByGroup`)
+    work: list[str]  # the work tables it wrote a part of
+    out_of_memory: str | None = None
+
+
+@dataclass
+class Converted:
+    """A batch converted (`convert_batch`): its inputs, skipped paths, row counts and rows per group."""
+
+    units: list[Unit]
+    inputs: list[dict]
+    counts: dict[str, int]
+    skipped: list[tuple[str, str]]
+    rows: dict[str, list[int]] | None = None
+
+
+_STOP = Stop()  # a task run in a process of its own is stopped by ending the process
+_hashers: dict[int, Executor] = {}
+_hashers_lock = threading.Lock()
+
+
+def _hasher() -> Executor:
+    """Files are hashed on one more thread per process, shared by the batches it runs."""
+    with _hashers_lock:
+        return _hashers.setdefault(0, ThreadPoolExecutor(1, thread_name_prefix="asr-hash"))
+
+
+def run(task: Task, stop: Stop | None = None) -> TaskResult:
+    """Convert `task`'s batch into part files of its run folder (see the module's docstring). `stop`:
+    the run's stop, when the task runs in the run's own process."""
+    stop = stop or _STOP
+    files = BatchFiles(task.run_folder, task.part)
+    try:
+        batch = convert_batch(
+            list(task.units), files, task.part, set(task.tool_result_files), _hasher(), task.share, stop,
+            task.memory, task.max_line,
+        )
+        work = files.commit()
+    except Exception as exc:
+        files.abort()
+        if stop.event.is_set() or not sql.out_of_memory(exc):
+            raise
+        return TaskResult(task.part, task.owners, [], {}, [], None, [], out_of_memory=str(exc))
+    except BaseException:
+        files.abort()
+        raise
+    return TaskResult(task.part, task.owners, batch.inputs, batch.counts, batch.skipped, batch.rows, work)
+
+
+def convert_batch(
+    units: list[Unit], output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
+    stop: Stop, memory: int | None = None, max_line: int | None = None,
+) -> Converted:
+    """Convert a batch's units on a DuckDB connection of its own into `output` (`write.BatchFiles`, or
+    a capture of the frames: `deltas.Captured`); `workers` batches share the CPUs."""
+    # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
+    # that fails before its release ends its hold on the way out)
+    with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
+        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code.py)
+            sql.set_max_line(con, max_line)
+        fault("batch", stop.event)
+        return convert_on(con, units, output, index, tool_result_files, hasher)
+
+
+def convert_on(
+    con: duckdb.DuckDBPyConnection, units: list[Unit], output, index: str, tool_result_files: set[str],
+    hasher: Executor,
+) -> Converted:
+    """Load the batch's units, convert their streams with each format's converter, and write one part per
+    table (`BatchParts`), each format's frames as soon as it returns them."""
+    loaded = Loaded()
+    for unit in units:
+        loaded.extend(unit.load())
+    inputs, skipped = list(loaded.inputs), []
+    by_format: dict[str, list[Stream]] = {}
+    for stream in loaded.streams:
+        by_format.setdefault(stream.producer_source, []).append(stream)
+    groups = reuse.fingerprints(units)
+    parts = BatchParts(output, index, sorted(groups))
+    try:
+        for name in sorted(by_format):
+            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+            # the statements are done: what the connection holds (registered frames, temporary tables
+            # and the memory DuckDB keeps for reuse) is released before the writes
+            sql.release(con)
+            for table in list(converted.tables):
+                rows = converted.tables.pop(table)  # each frame released once written
+                for piece in [rows] if isinstance(rows, pl.DataFrame) else rows:  # a store's, a piece at a time
+                    parts.add(table, piece)
+            inputs.extend(converted.inputs)
+            skipped.extend(converted.skipped)
+            del converted
+        for table, frames in loaded.frames.items():
+            for frame in frames:
+                parts.add(table, frame)
+        counts = parts.close()
+    except BaseException:
+        parts.abort()
+        raise
+    # each part's rows per group, recorded in the reuse state: a later run that carves this batch,
+    # or re-runs a group of it as a delta, takes them from there instead of reading the key columns
+    rows = parts.rows.result(carving.key_owners(groups, inputs, skipped, {}))
+    return Converted(units, inputs, counts, skipped, rows)
+
+
+class BatchParts:
+    """A batch's parts, written as its tables are handed over: one part per output table, appended
+    to a piece at a time (`PartWriter`), so that no piece is held once written; the rows without a
+    seq wait for the batch's last (`tail.Tail`). The work tables, a few narrow rows per stream or
+    inference, are written whole at the end. Counts each part's rows, and its rows per group."""
+
+    def __init__(self, output, index: str, groups: list[str]) -> None:
+        self.output, self.index = output, index
+        self.rows = carving.RowsByGroup(groups)
+        self.tail = tail.Tail()
+        self.writers: dict[str, PartWriter] = {}
+        self.work: dict[str, list[pl.DataFrame]] = {}
+
+    def add(self, name: str, frame: pl.DataFrame) -> None:
+        """Write a piece of table `name` (an output table, or a work table: batch/schema/work.py)."""
+        if name in WORK_SCHEMAS:
+            self.work.setdefault(name, []).append(frame)
+            return
+        frame = self.tail.pass_on(name, frame)
+        if frame is not None:
+            self._append(name, frame)
+
+    def _append(self, name: str, frame: pl.DataFrame) -> None:
+        if name not in self.writers:
+            table = TABLES_BY_NAME.get(name)
+            if table is None or table.stage != "batch":
+                raise ValueError(f"{name} is not a table a batch writes")
+            self.writers[name] = self.output.open(table, self.index)
+        self.writers[name].append(frame)
+        self.rows.add(name, frame)
+
+    def close(self) -> dict[str, int]:
+        """Write what is held and close the parts; return each output table's row count."""
+        for name, frame in self.tail.rest().items():
+            self._append(name, frame)
+        self._close_parts()
+        for name, schema in WORK_SCHEMAS.items():
+            if name in self.work:
+                data = pl.from_arrow(cast(schema, self.work.pop(name)))
+                self.output.write_work(name, data, self.index)
+                self.rows.add(carving.part_label(name, True), data)
+        return {t.name: self.writers[t.name].rows for t in TABLES if t.name in self.writers}
+
+    def abort(self) -> None:
+        """Close the parts of a failed batch (`BatchFiles.abort` removes them)."""
+        self._close_parts()
+
+    def _close_parts(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+
+def cast(schema: pa.Schema, frames: list[pl.DataFrame]) -> pa.Table:
+    """Frames as one Arrow table with exactly the schema's columns and types."""
+    return pa.concat_tables([f.to_arrow().select(schema.names).cast(schema) for f in frames])

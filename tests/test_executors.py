@@ -1,0 +1,160 @@
+"""Executors (batch/run/executors.py): a run's tasks on Dask workers give every table a local run
+gives; a worker killed in a task, a worker that cannot see the inputs, no Dask installed, and
+Ctrl-C during a Dask run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import (
+    CORPUS,
+    read_manifest,
+    read_tables,
+    sorted_rows,
+    timeless,
+    uid,
+    user,
+    write_jsonl,
+)
+from distributed import LocalCluster
+from polars.testing import assert_frame_equal
+
+import batch
+import batch.write
+from batch.run import executors
+from batch.run.memory import Stop
+from batch.schema import TABLES
+
+ROOT = Path(__file__).parent.parent
+
+
+def assert_same_output(got: Path, want: Path) -> None:
+    """Every table of `got` holds the rows of `want`'s, and the manifests are the same (but for what
+    was reused of a previous output)."""
+    mine, wanted = read_tables(got), read_tables(want)
+    for t in TABLES:
+        assert_frame_equal(sorted_rows(timeless(mine[t.name])), sorted_rows(timeless(wanted[t.name])))
+    manifests = read_manifest(got), read_manifest(want)
+    for manifest in manifests:
+        manifest.pop("reuse")
+    assert manifests[0] == manifests[1]
+
+
+def sessions(src: Path, n: int) -> None:
+    """`n` sessions of about 20 KB each, in one project folder."""
+    for k in range(n):
+        sid = f"{k:08d}-0000-4000-8000-000000000000"
+        write_jsonl(src / f"{sid}.jsonl", [user(uid(j), uid(j - 1) if j else None, f"{k} {j} " + "x" * 2000, sid=sid)
+                                           for j in range(10)])
+
+
+def temporaries(out: Path) -> list[Path]:
+    return [p for p in out.rglob(".part-*")]
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """An existing Dask scheduler with two single-threaded worker processes: its address."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", scheduler_kwargs={"dashboard": False}) as cluster:
+        yield cluster.scheduler_address
+
+
+def test_the_corpus_on_a_local_cluster_gives_every_table_of_a_local_run(corpus_out, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([CORPUS], out, executor="dask", workers=2)
+    assert_same_output(out, corpus_out)
+    assert temporaries(out) == []
+
+
+def test_an_external_scheduler_with_two_workers_gives_every_table_of_a_local_run(scheduler, src, tmp_path):
+    sessions(src, 12)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    batch.convert([src], local, batch_bytes=50_000)
+    result = batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    # several batches, spread over the two workers
+    assert len(json.loads((remote / "_reuse.json").read_text())["batches"]) >= 4
+    assert result.tables["sessions"] == 12
+    assert_same_output(remote, local)
+    # a re-run through the scheduler reuses everything
+    again = batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    assert again.manifest["reuse"]["session_groups_converted"] == 0
+    assert_same_output(remote, local)
+
+
+def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_duplicates(src, tmp_path, monkeypatch):
+    sessions(src, 6)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    batch.convert([src], local, batch_bytes=50_000)
+    killed = tmp_path / "killed"
+    # the first worker process that starts a task kills itself there, once (batch.write.fault)
+    monkeypatch.setenv(batch.write.FAULT_ENV, "once:batch")
+    monkeypatch.setenv(batch.write.ONCE_ENV, str(killed))
+    batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
+    assert killed.exists()  # a worker died in a task
+    assert_same_output(remote, local)
+    assert temporaries(remote) == []
+
+
+def test_a_worker_that_cannot_see_an_input_or_the_run_folder_is_refused_before_any_task(scheduler, tmp_path):
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    executor = executors.make(scheduler, 2, Stop())
+    try:
+        executor.check(run_folder, [tmp_path])  # both seen: nothing to say
+        with pytest.raises(executors.ExecutorError) as caught:
+            executor.check(run_folder, [tmp_path / "elsewhere"])
+        assert f"cannot see the input {tmp_path / 'elsewhere'}" in str(caught.value)
+        assert "(and 1 more workers)" in str(caught.value)  # asked of each of the two workers
+        with pytest.raises(executors.ExecutorError, match="cannot write the run folder"):
+            executor.check(tmp_path / "gone", [tmp_path])
+    finally:
+        executor.close()
+
+
+def test_without_dask_the_error_says_how_to_install_it(src, out, monkeypatch):
+    write_jsonl(src / "s.jsonl", [user(uid(1), None, "hello")])
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    with pytest.raises(executors.ExecutorError, match=r"pip install 'asr-batch\[dask\]'"):
+        batch.convert([src], out, executor="dask")
+    with pytest.raises(executors.ExecutorError, match="give local, dask, or a Dask scheduler's address"):
+        batch.convert([src], out, executor="spark")
+    assert not out.exists()
+
+
+def test_ctrl_c_during_a_dask_run_ends_its_workers_and_keeps_the_previous_output(src, out):
+    sessions(src, 2)
+    batch.convert([src], out)
+    old = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    sessions(src, 4)
+    stalled = out.parent / "stalled"
+    env = {**os.environ, batch.write.FAULT_ENV: "stall:batch", batch.write.STALLED_ENV: str(stalled)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batch", "convert", str(src), "--out", str(out), "-q", "--executor", "dask"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120  # a worker reaches its stall: generous on a loaded machine
+    while not stalled.exists() and time.monotonic() < deadline:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    assert stalled.exists(), "no task reached its stall"
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert children  # the LocalCluster's worker processes
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert err.endswith("Error: stopped by SIGINT; the previous output, if any, is unchanged.\n")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == old
+    assert [p for p in out.parent.iterdir() if batch.write.RUN_INFIX in p.name] == []
+    _, alive = psutil.wait_procs(children, timeout=60)
+    assert alive == []  # the stalled worker is gone with its cluster
