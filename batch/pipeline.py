@@ -1,4 +1,5 @@
-"""The order of steps, declared once: discover -> load -> shape -> fold (SQL) -> write -> finalize."""
+"""A run in three steps: plan (discover, what the previous output gives, the tasks), run the tasks on an
+executor, finalize (batch/run/finalize.py); `_convert` calls them in order (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -10,37 +11,25 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from batch import reuse, sql
+from batch import reuse
 from batch.errors import OutputError, SourceError
-from batch.formats import claude_code, entire_checkpoint, entire_events
-from batch.formats.store import STORE_MEMORY
 from batch.incremental import carving, deltas
 from batch.run import executors, task
+from batch.run import finalize as final
 from batch.run.memory import (
     DEFAULT_BATCH_BYTES, Stop, arrow_pool, connect, default_workers, large_groups_message, largest_line,
 )
-from batch.schema import TABLES, TABLES_BY_NAME
+from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
+from batch.sources import registry
 from batch.sources.base import Unit, batches
-from batch.sources.claude_code import Discovery, discover, units
-from batch.sources.git import is_repository
-from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.write import (
-    WORK, Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
+    Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
 )
 
-SOURCE_LOSSES = "source_losses"
-# What the final stage reports in the manifest besides its tables (sql/<name>.sql).
-MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
-# Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
-SOURCE_TABLES = entire_checkpoint.RUN_TABLES
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
-FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 
 @dataclass
@@ -55,16 +44,6 @@ class ConvertResult:
     foreign_files: int
     seconds: float
     manifest: dict = field(repr=False)
-
-
-@dataclass
-class _Inputs:
-    """Every source's discovery: units of work, and what sources contribute once per run."""
-
-    found: Discovery
-    units: list[Unit]
-    imports: list[entire_checkpoint.Import]
-    event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
 
 
 def convert(
@@ -107,8 +86,7 @@ def convert(
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     # refused before the lock file is made beside `out`: an output that is, holds or lies in an input
-    given = [*sources, *entire_events, *(p for p in entire if is_repository(p))]  # else discovery says what is wrong
-    _check_apart([_git_folder(p) if is_repository(p) else p.resolve() for p in given], out)
+    _check_apart(registry.given_roots(sources, entire, entire_events), out)
     with lock_output(out, warn):
         return _convert(
             sources, out, entire=entire, entire_events=entire_events, all_checkpoints=all_checkpoints,
@@ -117,186 +95,57 @@ def convert(
         )
 
 
+@dataclass
+class _Options:
+    """What the caller asked of the run (`convert`'s keywords)."""
+
+    batch_bytes: int
+    workers: int | None
+    executor: str
+    full: bool
+    verify: bool
+    prune: bool
+    memory: int | None
+    progress: Callable[[int, int], None] | None
+    warn: Callable[[str], None] | None
+
+
 def _convert(
-    sources: list[Path], out: Path, *, entire, entire_events, all_checkpoints: bool, batch_bytes: int,
-    workers: int | None, executor: str, full: bool, verify: bool, prune: bool, memory: int | None, progress, warn,
+    sources: list[Path], out: Path, *, entire, entire_events, all_checkpoints: bool, **asked,
 ) -> ConvertResult:
-    started = time.perf_counter()
-    read_at = _now()
+    """Plan (what the inputs are, what the previous output gives), run the tasks, finalize."""
+    started, read_at, options = time.perf_counter(), _now(), _Options(**asked)
     arrow_pool()
+    warn = options.warn or (lambda message: None)
     # a run killed between the two renames of its swap left no `out`: its output becomes `out` again
     finished = finish_interrupted_swap(out)
-    if finished is not None and warn:
+    if finished is not None:
         warn(f"{out} was missing: the output of a run interrupted while it replaced it ({finished.name}) is {out} again.")
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
     # (and, even with --full, which groups the output holds: those no input provides are kept)
     previous = read_state(out)
-    if previous is None and not prune:
+    if previous is None and not options.prune:
         _check_keepable(out)
-    known = previous.get("heads") if previous and not (verify or full) else None
-    known = known if isinstance(known, dict) else None
-    known_events = previous.get("event_heads") if previous and not (verify or full) else None
-    known_events = known_events if isinstance(known_events, dict) else None
-    found_all = _discover(
-        sources, list(entire), combine=all_checkpoints, events=list(entire_events), known=known, known_events=known_events
+    fresh = options.verify or options.full
+    known = previous.get("heads") if previous and not fresh else None
+    known_events = previous.get("event_heads") if previous and not fresh else None
+    found_all = registry.discover(
+        sources, list(entire), combine=all_checkpoints, events=list(entire_events),
+        known=known if isinstance(known, dict) else None,
+        known_events=known_events if isinstance(known_events, dict) else None,
     )
-    found = found_all.found
-    _check_apart(found.roots, out)
+    _check_apart(found_all.found.roots, out)
     if not found_all.units:
-        raise SourceError(_nothing_found_message(sources, found, found_all.imports))
+        raise SourceError(registry.nothing_found_message(sources, found_all.found, found_all.imports))
     output = Output(out)
-    if output.stale_removed and warn:
+    if output.stale_removed:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
     stop = Stop()
     try:
-        key = reuse.run_key(found.tool_result_files)
-        imports_key = entire_checkpoint.run_key(found_all.imports)
-        owners_fp = reuse.fingerprints(found_all.units)
-        options = {"key": key, "current": owners_fp, "prune": prune, "full": full}
-        plan = reuse.plan(found_all.units, previous, **options)
-        state = previous
-        # a batch whose parts are no longer all there (removed by hand) is converted again
-        missing = {
-            owner for b in plan.reused
-            if output.parts(b["part"], list(b["counts"]), previous=True) != list(b["counts"])
-            or output.parts(b["part"], b.get("work", []), work=True, previous=True) != b.get("work", [])
-            for owner in b["groups"]
-        }
-        if verify and plan.reused:
-            missing |= _unverified(plan, found_all.units)
-        if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
-            # (but for a batch holding kept groups: they cannot be converted again)
-            missing |= {owner for b, _ in plan.carved if not plan.kept & b["groups"].keys() for owner in b["groups"]}
-        # The batches to carve, and those holding a group re-run as a delta (`deltas.run_deltas`), are split by
-        # group first (key columns only); a batch whose rows cannot all be told apart by group is
-        # dropped, with every batch sharing a group with it, and their groups are converted again.
-        splits: dict[str, list[carving.Piece] | None] = {}
-        keys = carving.session_owners(previous)
-        while True:
-            if missing:
-                _check_kept(out, previous, missing, plan.kept)
-                state = reuse.without(previous, missing)
-                plan = replace(reuse.plan(found_all.units, state, **options), complete=False)
-            growing = {} if verify or full else deltas.growing_groups(plan, state, found, found_all.units, owners_fp, batch_bytes)
-            touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
-            bad = set()
-            for b in [*touched, *(b for b, _ in plan.carved)]:
-                if b["part"] not in splits:
-                    splits[b["part"]] = carving.split(output, b, keys)
-                if splits[b["part"]] is None:
-                    bad |= b["groups"].keys()
-            if not bad - missing:
-                break
-            missing |= bad
-        # nothing changed (every batch reused, the imports' run-level rows the same): the final stage
-        # and what the manifest reports of it are the previous run's. The previous manifest was parsed
-        # when the output was found to be ours: taken now, else not held while batches are converted.
-        # ... and the same groups' sources were found as in the previous run (`sessions.source_present`)
-        final_reused = plan.complete and previous.get("imports") == imports_key and _present(previous) == set(owners_fp)
-        previous_manifest = output.previous_manifest() if final_reused else None
-        forget_manifest()
-        used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
-        # the grown groups re-run as deltas: their new rows in batches of their own, and what of
-        # their previous rows is kept or dropped, per table (`deltas.run_deltas`)
-        delta_batches, dropped, delta_summary = [], {}, {}
-        if growing:
-            delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
-                output, growing, touched, splits, found.tool_result_files, batch_bytes, used, owners_fp, stop,
-                task.convert_batch,
-            )
-            growing = {owner: g for owner, g in growing.items() if owner not in whole}
-        # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
-        # group that is still there): named in the manifest with the lines the previous output held
-        replaced = _replaced(output, state, found, {u.owner for u in plan.units} - plan.kept, owners_fp)
-        plan = replace(plan, units=[u for u in plan.units if u.owner not in growing])
-        # the unchanged groups of a batch that also held changed ones: their rows are carved out of
-        # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
-        carved_batches = []
-        for old in touched:
-            same = frozenset(o for o, fp in old["groups"].items() if reuse.unchanged(o, fp, owners_fp, plan.kept))
-            carved = carving.carve(output, old, splits[old["part"]], same, old["part"], dropped=dropped, growing=growing)
-            if carved is not None:
-                carved_batches.append(carved)
-        taken = {b["part"] for b in touched}
-        for old, keep in plan.carved:
-            if old["part"] not in taken:
-                part = reuse.unique_part(reuse.part_id(sorted(keep)), used)
-                carved_batches.append(carving.carve(output, old, splits[old["part"]], keep, part))
-        total = sum(u.size for u in found_all.units)
-        converting = {u.owner for u in plan.units} | growing.keys()
-        done = sum(u.size for u in found_all.units if u.owner not in converting)
-        taken = _Taken([], list(found.skipped))
-        inputs, skipped, counts, state_batches = taken.inputs, taken.skipped, taken.counts, taken.batches
-        for batch in plan.reused:
-            output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
-        # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
-        # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
-        for batch in [*plan.reused, *carved_batches, *delta_batches]:
-            batch["inputs"] = entire_checkpoint.current_provenance(batch["inputs"], found_all.imports)
-            taken.add(batch)
-        if progress and done:
-            progress(done, total)
-        groups = [group for units in plan.batches() for group in batches(units, max_bytes=batch_bytes)]
-        workers = workers or default_workers()
-        sizes = [sum(u.size for u in group) for group in groups]
-        large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
-        if large and warn:
-            warn(large_groups_message(large, batch_bytes, memory))
-
-        def converted(size: int) -> None:
-            nonlocal done
-            done += size
-            if progress:
-                progress(done, total)
-
-        lost = _run_batches(
-            groups, sizes, output=output, tool_result_files=found.tool_result_files, used=used, executor=executor,
-            workers=workers, roots=found.roots, batch_bytes=batch_bytes, stop=stop, memory=memory, owners_fp=owners_fp,
-            taken=taken, converted=converted,
-        )
-        fault("batches")
-        not_converted = [_too_large(output, units, error, used, skipped) for units, error in lost]
-        # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
-        for entry in not_converted:
-            for batch in carving.keep_previous(output, state, splits, keys, entry["session_key"], used):
-                entry["previous_rows_kept"] = True
-                taken.add(batch)
-        unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
-        run_frames = _run_frames(found_all.imports)
-        if previous is not None and not prune:
-            _keep_run_rows(output, run_frames)
-        taken.count(_write_source_parts(output, run_frames, reuse.part_id(())))
-        inputs.sort(key=lambda i: i["path"])
-        reads = _reads(previous, owners_fp, converting - unconverted, plan.kept, read_at)
-        state_batches.sort(key=lambda b: b["part"])
-        summary = _reuse_summary(
-            previous, plan, carved_batches, converting, len(inputs), verify=verify, final_reused=final_reused,
-            not_converted=not_converted, deltas=delta_summary,
-        )
-        if summary["final_stage"] == "reused":
-            # nothing changed: the final tables and what the manifest reports of them are the previous ones
-            output.reuse(f"{0:05d}", FINAL_TABLE_NAMES, [])
-            output.reuse_catalog()  # its views and stored tables read the same files
-            manifest = {
-                **previous_manifest, "skipped": _skipped(skipped), "reuse": summary, "replaced": [], "not_converted": [],
-            }
-        else:
-            sources_read = _SourceReads(reads, carving.session_owners({"batches": state_batches}))
-            with connect(spill=output.spill) as con:
-                final_counts, unassigned, absent, source_losses = _finalize(con, output, run_frames, sources_read)
-            counts.update(final_counts)
-            manifest = _manifest(
-                found, inputs, skipped, counts, unassigned, absent, found_all.imports, source_losses, summary
-            )
-            manifest["kept"] = _kept(state_batches, reads)
-            manifest["not_converted"] = not_converted
-            manifest["replaced"] = replaced
-        output.write_state({
-            "run_key": key, "imports": imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
-            "batches": state_batches, "reads": reads,
-        })
-        output.write_manifest(manifest)
-        output.commit()
+        planned = _plan(output, previous, found_all, options)
+        taken = _take_previous(output, planned, found_all, options, stop)
+        not_converted = _run_tasks(output, planned, found_all, taken, options, stop)
+        manifest = _finish(output, planned, found_all, taken, not_converted, options, read_at)
     except BaseException:
         stop.set()
         forget_manifest()  # a failed run does not keep the previous manifest it parsed
@@ -312,6 +161,216 @@ def _convert(
         seconds=time.perf_counter() - started,
         manifest=manifest,
     )
+
+
+@dataclass
+class _Planned:
+    """What a run reuses of the previous output and what it converts (`_plan`)."""
+
+    previous: dict | None
+    state: dict | None  # the previous state without the groups that must be converted again
+    key: str
+    imports_key: str
+    owners_fp: dict[str, list | None]
+    plan: reuse.Plan
+    splits: dict[str, list[carving.Piece] | None]  # the batches to carve, split by group
+    keys: dict  # `carving.session_owners` of the previous state
+    growing: dict[str, deltas.Growth]  # the grown groups to re-run as deltas
+    touched: list[dict]  # the previous batches holding a growing group
+    final_reused: bool  # nothing changed: the final stage is the previous run's
+    previous_manifest: dict | None
+    used: set[str]  # part names taken
+    carved: list[dict] = field(default_factory=list)
+    delta_summary: dict = field(default_factory=dict)
+    replaced: list[dict] = field(default_factory=list)
+
+
+def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, options: _Options) -> _Planned:
+    """Decide what the previous output gives: batches reused as they are, carved, or holding grown
+    groups to re-run as deltas, and the units to convert."""
+    found, units, verify, full = found_all.found, found_all.units, options.verify, options.full
+    key = reuse.run_key(found.tool_result_files)
+    owners_fp = reuse.fingerprints(units)
+    asked = {"key": key, "current": owners_fp, "prune": options.prune, "full": full}
+    plan = reuse.plan(units, previous, **asked)
+    state = previous
+    # a batch whose parts are no longer all there (removed by hand) is converted again
+    missing = {
+        owner for b in plan.reused
+        if output.parts(b["part"], list(b["counts"]), previous=True) != list(b["counts"])
+        or output.parts(b["part"], b.get("work", []), work=True, previous=True) != b.get("work", [])
+        for owner in b["groups"]
+    }
+    if verify and plan.reused:
+        missing |= _unverified(plan, units)
+    if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
+        # (but for a batch holding kept groups: they cannot be converted again)
+        missing |= {owner for b, _ in plan.carved if not plan.kept & b["groups"].keys() for owner in b["groups"]}
+    # The batches to carve, and those holding a group re-run as a delta (`deltas.run_deltas`), are split by
+    # group first (key columns only); a batch whose rows cannot all be told apart by group is
+    # dropped, with every batch sharing a group with it, and their groups are converted again.
+    splits: dict[str, list[carving.Piece] | None] = {}
+    keys = carving.session_owners(previous)
+    while True:
+        if missing:
+            _check_kept(output.out, previous, missing, plan.kept)
+            state = reuse.without(previous, missing)
+            plan = replace(reuse.plan(units, state, **asked), complete=False)
+        growing = {} if verify or full else deltas.growing_groups(
+            plan, state, found, units, owners_fp, options.batch_bytes
+        )
+        touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
+        bad = set()
+        for b in [*touched, *(b for b, _ in plan.carved)]:
+            if b["part"] not in splits:
+                splits[b["part"]] = carving.split(output, b, keys)
+            if splits[b["part"]] is None:
+                bad |= b["groups"].keys()
+        if not bad - missing:
+            break
+        missing |= bad
+    # nothing changed (every batch reused, the imports' run-level rows the same, the same groups'
+    # sources found as in the previous run: `sessions.source_present`): the final stage and what the
+    # manifest reports of it are the previous run's. The previous manifest was parsed when the output
+    # was found to be ours: taken now, else not held while batches are converted.
+    imports_key = registry.run_key(found_all.imports)
+    final_reused = plan.complete and previous.get("imports") == imports_key and _present(previous) == set(owners_fp)
+    previous_manifest = output.previous_manifest() if final_reused else None
+    forget_manifest()
+    used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
+    return _Planned(
+        previous, state, key, imports_key, owners_fp, plan, splits, keys, growing, touched, final_reused,
+        previous_manifest, used,
+    )
+
+
+def _take_previous(
+    output: Output, planned: _Planned, found_all: registry.Inputs, options: _Options, stop: Stop,
+) -> _Taken:
+    """Take what the previous output gives into the run folder: the grown groups' deltas, the carved
+    batches' rows and the reused batches' parts, each batch's state entry as recorded."""
+    p, found = planned, found_all.found
+    # the grown groups re-run as deltas: their new rows in batches of their own, and what of
+    # their previous rows is kept or dropped, per table (`deltas.run_deltas`)
+    delta_batches, dropped = [], {}
+    if p.growing:
+        delta_batches, dropped, p.delta_summary, whole = deltas.run_deltas(
+            output, p.growing, p.touched, p.splits, found.tool_result_files, options.batch_bytes, p.used, p.owners_fp,
+            stop, task.convert_batch,
+        )
+        p.growing = {owner: g for owner, g in p.growing.items() if owner not in whole}
+    # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
+    # group that is still there): named in the manifest with the lines the previous output held
+    p.replaced = _replaced(output, p.state, found, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp)
+    p.plan = replace(p.plan, units=[u for u in p.plan.units if u.owner not in p.growing])
+    # the unchanged groups of a batch that also held changed ones: their rows are carved out of
+    # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
+    for old in p.touched:
+        same = frozenset(o for o, fp in old["groups"].items() if reuse.unchanged(o, fp, p.owners_fp, p.plan.kept))
+        carved = carving.carve(output, old, p.splits[old["part"]], same, old["part"], dropped=dropped, growing=p.growing)
+        if carved is not None:
+            p.carved.append(carved)
+    held = {b["part"] for b in p.touched}
+    for old, keep in p.plan.carved:
+        if old["part"] not in held:
+            part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
+            p.carved.append(carving.carve(output, old, p.splits[old["part"]], keep, part))
+    taken = _Taken([], list(found.skipped))
+    for batch in p.plan.reused:
+        output.reuse(batch["part"], BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
+    # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
+    # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
+    for batch in [*p.plan.reused, *p.carved, *delta_batches]:
+        batch["inputs"] = registry.current_provenance(batch["inputs"], found_all.imports)
+        taken.add(batch)
+    return taken
+
+
+def _run_tasks(
+    output: Output, planned: _Planned, found_all: registry.Inputs, taken: _Taken, options: _Options, stop: Stop,
+) -> list[dict]:
+    """Convert the groups the plan gives as tasks, with progress; return the manifest's `not_converted`."""
+    p, units = planned, found_all.units
+    total = sum(u.size for u in units)
+    converting = {u.owner for u in p.plan.units} | p.growing.keys()
+    done = sum(u.size for u in units if u.owner not in converting)
+    if options.progress and done:
+        options.progress(done, total)
+    groups = [group for batch in p.plan.batches() for group in batches(batch, max_bytes=options.batch_bytes)]
+    sizes = [sum(u.size for u in group) for group in groups]
+    large = [group for group, size in zip(groups, sizes) if size > options.batch_bytes]
+    if large and options.warn:
+        options.warn(large_groups_message(large, options.batch_bytes, options.memory))
+
+    def converted(size: int) -> None:
+        nonlocal done
+        done += size
+        if options.progress:
+            options.progress(done, total)
+
+    lost = _run_batches(
+        groups, sizes, output=output, tool_result_files=found_all.found.tool_result_files, used=p.used,
+        executor=options.executor, workers=options.workers or default_workers(), roots=found_all.found.roots,
+        batch_bytes=options.batch_bytes, stop=stop, memory=options.memory, owners_fp=p.owners_fp, taken=taken,
+        converted=converted,
+    )
+    fault("batches")
+    not_converted = [_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]
+    # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
+    for entry in not_converted:
+        for batch in carving.keep_previous(output, p.state, p.splits, p.keys, entry["session_key"], p.used):
+            entry["previous_rows_kept"] = True
+            taken.add(batch)
+    return not_converted
+
+
+def _finish(
+    output: Output, planned: _Planned, found_all: registry.Inputs, taken: _Taken, not_converted: list[dict],
+    options: _Options, read_at: str,
+) -> dict:
+    """The tables sources fill once per run, the final stage (or the previous one's, when nothing
+    changed), the state, the manifest, and the swap; return the manifest."""
+    p, found = planned, found_all.found
+    converting = {u.owner for u in p.plan.units} | p.growing.keys()
+    unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
+    run_frames = registry.run_frames(found_all.imports)
+    if p.previous is not None and not options.prune:
+        final.keep_run_rows(output, run_frames)
+    taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
+    taken.inputs.sort(key=lambda i: i["path"])
+    reads = _reads(p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at)
+    taken.batches.sort(key=lambda b: b["part"])
+    summary = _reuse_summary(
+        p.previous, p.plan, p.carved, converting, len(taken.inputs), verify=options.verify,
+        final_reused=p.final_reused, not_converted=not_converted, deltas=p.delta_summary,
+    )
+    if summary["final_stage"] == "reused":
+        # nothing changed: the final tables and what the manifest reports of them are the previous ones
+        output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
+        output.reuse_catalog()  # its views and stored tables read the same files
+        manifest = {
+            **p.previous_manifest, "skipped": final.skipped_entries(taken.skipped), "reuse": summary, "replaced": [],
+            "not_converted": [],
+        }
+    else:
+        sources_read = final.SourceReads(reads, carving.session_owners({"batches": taken.batches}))
+        with connect(spill=output.spill) as con:
+            final_counts, unassigned, absent, source_losses = final.finalize(con, output, run_frames, sources_read)
+        taken.counts.update(final_counts)
+        manifest = final.manifest(
+            found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
+            summary,
+        )
+        manifest["kept"] = _kept(taken.batches, reads)
+        manifest["not_converted"] = not_converted
+        manifest["replaced"] = p.replaced
+    output.write_state({
+        "run_key": p.key, "imports": p.imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
+        "batches": taken.batches, "reads": reads,
+    })
+    output.write_manifest(manifest)
+    output.commit()
+    return manifest
 
 
 def _reuse_summary(
@@ -410,7 +469,7 @@ def _run_batches(
         lost += [units for units, _ in failed]
         failed.clear()
         for units in lost:
-            collect(wait({submit(units, True, largest_line(memory or STORE_MEMORY))}).done)
+            collect(wait({submit(units, True, largest_line(memory))}).done)
     except BaseException:
         # a signal or a failed batch: interrupt the running tasks before waiting for them (or cancel them)
         stop.set()
@@ -457,44 +516,6 @@ def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
     return reuse.unverified(plan.reused, digests, plan.kept)
 
 
-def _skipped(skipped: list[tuple[str, str]]) -> list[dict]:
-    return [{"path": p, "reason": r} for p, r in sorted(skipped)]
-
-
-def _discover(
-    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
-    known_events: dict | None = None,
-) -> _Inputs:
-    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
-    `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
-    read (`claude_code.discover`, `entire_events.discover`)."""
-    repos = [p for p in sources if is_repository(p)] + entire
-    paths = [p for p in sources if p not in repos]
-    found = discover(paths, known=known) if paths else Discovery()
-    # one import per repository, however often and however spelled it is named
-    unique = {_git_folder(p): p for p in reversed(repos)}
-    imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
-    for imp in imports:
-        # what is read of a repository is its Git folder: an output in its working tree is fine
-        git_folder = _git_folder(imp.root)
-        if git_folder not in found.roots:
-            found.roots.append(git_folder)
-    all_units = units(found.files) + [u for imp in imports for u in imp.units]
-    event_heads = {}
-    if events:  # files of Entire lifecycle events, named with --entire-events
-        event_units, event_files = entire_events.discover(events, known=known_events)
-        all_units += event_units
-        found.skipped += event_files.skipped
-        found.roots += [r for r in event_files.roots if r not in found.roots]
-        event_heads = event_files.heads
-    return _Inputs(found, all_units, imports, event_heads)
-
-
-def _git_folder(path: Path) -> Path:
-    # a working tree and its .git folder are one repository
-    return (path / ".git").resolve() if (path / ".git").is_dir() else path.resolve()
-
-
 def _check_apart(roots: list[Path], out: Path) -> None:
     """Refuse an output folder that is an input, lies inside one, or holds one: it is replaced on every run."""
     target = out.resolve()
@@ -510,82 +531,6 @@ def _check_apart(roots: list[Path], out: Path) -> None:
         raise OutputError(
             f"--out {out} {where} {root}. Pass an output folder outside the inputs: it is replaced on every run."
         )
-
-
-def _nothing_found_message(sources: list[Path], found: Discovery, imports: list[entire_checkpoint.Import]) -> str:
-    where = ", ".join(str(s) for s in sources) or ", ".join(str(i.root) for i in imports)
-    if imports and not found.files and len(imports) == len(found.roots):
-        return (
-            f"no Entire checkpoints found in {where}: looked for the entire/checkpoints/v1 branch (and its "
-            "remote-tracking copies) and refs/entire/checkpoints/<shard>/<id>. Fetch them first "
-            "(git fetch origin entire/checkpoints/v1:entire/checkpoints/v1) or pass a Claude Code projects folder."
-        )
-    hint = ""
-    repos = [str(r) for r in found.roots if r.is_dir() and ((r / ".git").exists() or (r / "HEAD").is_file())]
-    if repos:
-        hint = f" {repos[0]} is a Git repository: asr-batch reads Claude Code transcript folders, not repositories."
-    seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
-    return (
-        f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
-        f"their subagents' agent-*.jsonl.{hint} Pass ~/.claude/projects, a project folder or .jsonl files."
-    )
-
-
-def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
-    """Frames of one output table from several formats and sources as one table (Output.write casts it)."""
-    if len(frames) == 1:
-        return frames[0]
-    return task.cast(schema, frames)
-
-
-def _run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.DataFrame]]:
-    frames: dict[str, list[pl.DataFrame]] = {}
-    for imp in imports:
-        for name, frame in imp.frames.items():
-            frames.setdefault(name, []).append(frame)
-    return frames
-
-
-# The rows sources give once per run (Entire's scans), by the column that names what they describe:
-# a previous output's rows that this run's scans do not give again (a repository not given this
-# time, a checkpoint pruned from one) are kept, as the session groups read from them are.
-# The scans' losses are kept the same way, by category and detail (which names the checkpoint).
-RUN_ROW_KEYS = {
-    "checkpoints": ["checkpoint_id"], "checkpoint_sessions": ["checkpoint_id"], "checkpoint_commits": ["commit_id"],
-    "vcs_events": ["commit_id"], "losses": ["category", "detail"],
-}
-
-
-def _keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None:
-    """Add to `frames` the previous output's run-level rows whose key this run's scans do not give."""
-    run_part = f"part-{reuse.part_id(())}.parquet"
-    for name, key in RUN_ROW_KEYS.items():
-        if name == "losses":  # the scans' losses are a work part of their own (`_write_source_parts`)
-            files = [output.out / WORK / SOURCE_LOSSES / run_part]
-        elif TABLES_BY_NAME[name].stage == "batch":
-            files = [output.out / name / run_part]
-        else:
-            files = sorted((output.out / name).glob("part-*.parquet"))
-        files = [f for f in files if f.is_file() and not f.is_symlink() and pq.read_metadata(f).num_rows]
-        if not files:
-            continue
-        before = pl.concat([pl.read_parquet(f) for f in files])
-        given = pl.concat([f.select(key) for f in frames.get(name, [])]) if frames.get(name) else before.clear().select(key)
-        kept = before.join(given.unique(), on=key, how="anti", nulls_equal=True)
-        if kept.height:
-            frames.setdefault(name, []).append(kept)
-
-
-def _write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
-    """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
-    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
-    if frames.get("losses"):
-        output.write_work(SOURCE_LOSSES, pl.from_arrow(task.cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
-    counts = {}
-    for table in TABLES:
-        if table.stage == "batch" and frames.get(table.name):
-            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
-    return counts
 
 
 def _now() -> str:
@@ -619,26 +564,6 @@ def _reads(
     return dict(sorted(reads.items()))
 
 
-@dataclass
-class _SourceReads:
-    """Whether each session's source was found by this run, and when it was last read: the
-    `sessions` columns `source_present` and `source_last_read_at`, by the session's group."""
-
-    reads: dict[str, list]  # `_reads`
-    key_owner: dict[str, str]  # the group of each session among the inputs (`carving.session_owners`)
-
-    def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
-        # a group's main session is of the group even when no input names it (an Entire session without transcript)
-        owner = carving.session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
-        present = {o: r[1] for o, r in self.reads.items()}
-        at = {o: r[0] for o, r in self.reads.items()}
-        return sessions.with_columns(
-            source_present=owner.replace_strict(present, default=None, return_dtype=pl.Boolean),
-            source_last_read_at=owner.replace_strict(at, default=None, return_dtype=pl.String)
-            .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"),
-        )
-
-
 def _kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
     """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
     last read from (the manifest's `inputs` still list them) and when."""
@@ -656,7 +581,7 @@ def _kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
 
 
 def _replaced(
-    output: Output, state: dict | None, found: Discovery, owners: set[str], current: dict[str, list | None]
+    output: Output, state: dict | None, found: registry.Discovery, owners: set[str], current: dict[str, list | None]
 ) -> list[dict]:
     """The files of the previous output, among the groups `owners` converted again, whose earlier
     lines are not all in them any more: gone while their group is still there, shorter than
@@ -733,7 +658,7 @@ def _too_large(
         {"session_key": [owner], "category": ["memory.session_not_converted"], "detail": [detail], "count": [len(files)]},
         schema={"session_key": pl.String, "category": pl.String, "detail": pl.String, "count": pl.Int64},
     )
-    output.write_work(SOURCE_LOSSES, frame, reuse.unique_part(reuse.part_id([owner, "not-converted"]), used))
+    output.write_work(final.SOURCE_LOSSES, frame, reuse.unique_part(reuse.part_id([owner, "not-converted"]), used))
     skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
                    for name in files)
     return {"session_key": owner, "bytes": size, "files": files, "error": error}
@@ -762,115 +687,3 @@ def _check_keepable(out: Path) -> None:
         )
 
 
-def _finalize(
-    con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
-    sources_read: _SourceReads,
-) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
-    # The final stage reads the batches' parts of the output and work tables (as views of their
-    # Parquet files) and builds the final tables from them, in the order of the files' headers.
-    sql_files = set(sql.names())
-    targets = [t.name for t in TABLES if t.stage == "final" and t.name in sql_files] + list(MANIFEST_RELATIONS)
-    batch_tables = {t.name: t.schema for t in TABLES if t.stage == "batch"}
-    given = {**batch_tables, **{n: s for n, s in WORK_SCHEMAS.items() if n != SOURCE_LOSSES}}
-    steps = sql.order(targets, given=given)
-    for name in sorted({dep for step in steps for dep in sql.reads(step)} & set(given)):
-        work = name not in batch_tables
-        if output.has(name, work=work):
-            con.read_parquet(output.glob(name, work=work)).create_view(name)
-        else:  # no batch held a row of it
-            con.register(name, given[name].empty_table())
-    has_source_losses = output.has(SOURCE_LOSSES, work=True)
-    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
-    counts, built = {}, {}
-    for name in steps:
-        sql.materialize(con, name)
-        if name in MANIFEST_RELATIONS:
-            continue
-        frame = con.table(name).pl()
-        if name == "sessions":
-            frame = sources_read.columns(frame)
-        if name == "losses":
-            # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
-            extra = [pl.read_parquet(source_losses)] if source_losses else []
-            if extra:
-                frame = pl.from_arrow(task.cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
-                    "session_key", "category", "detail", nulls_last=False, maintain_order=True
-                )
-        built[name] = frame
-        counts[name] = output.write(TABLES_BY_NAME[name], frame)
-    # losses found at the source, by category (the Entire summary line)
-    entire_losses = dict(sorted(
-        built["losses"].filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
-    ))
-    for table in SOURCE_TABLES:
-        if run_frames.get(table.name):
-            counts[table.name] = output.write(table, _concat(table.schema, run_frames[table.name]))
-    unassigned = [
-        {
-            "kind": kind,
-            "field": field,
-            "value": value,
-            "references": {"leafUuid": leaf},
-            "source": {"path": path, "position": position},
-        }
-        for kind, field, value, leaf, path, position in con.table("unassigned_facts").fetchall()
-    ]
-    absent = [
-        {
-            "kind": kind,
-            "name": name,
-            "session_key": session_key,
-            "referenced_by": {"path": path, "position": position} if path else None,
-            "status": "absent",
-            "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
-        }
-        for kind, name, session_key, path, position in con.table("absent_files").fetchall()
-    ]
-    return counts, unassigned, absent, entire_losses
-
-
-def _version_key(version: str) -> tuple:
-    # numeric parts in numeric order, before any text part ("2.1.9" < "2.1.10" < "2.1.x")
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.split("."))
-
-
-def _manifest(
-    found: Discovery,
-    inputs: list[dict],
-    skipped: list[tuple[str, str]],
-    counts: dict[str, int],
-    unassigned: list[dict],
-    absent: list[dict],
-    imports: list[entire_checkpoint.Import],
-    source_losses: dict[str, int],
-    summary: dict,
-) -> dict:
-    rejected = counts.get("rejects", 0)
-    foreign = sum(1 for i in inputs if i["status"] == "foreign")
-    report = {
-        "usage_selection": claude_code.USAGE_SELECTION,
-        "coverage": {
-            **claude_code.COVERAGE,
-            "versions_in_input": sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key),
-        },
-        "unassigned_facts": claude_code.UNASSIGNED,
-        "retention": {"policy": claude_code.RETENTION, "absent_files": absent},
-    }
-    extra = {}
-    if imports:
-        report["entire"] = entire_checkpoint.EXPORT_REPORT
-        extra["entire"] = {"repositories": [imp.summary for imp in imports], "source_losses": source_losses}
-    return {
-        "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
-        "producer": {"name": PRODUCER, "version": VERSION},
-        "inputs": inputs,
-        "skipped": _skipped(skipped),
-        "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
-        "rejected_lines": rejected - foreign,
-        "foreign_files": foreign,
-        "losses": counts.get("losses", 0),
-        "export_report": report,
-        **extra,
-        "reuse": summary,
-        "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
-    }

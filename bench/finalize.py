@@ -3,7 +3,7 @@
     python bench/finalize.py ARCHIVE [ARCHIVE ...]
 
 Each archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) is converted in this
-process into a temporary folder; the final stage (`pipeline._finalize`) is timed alone, in wall and
+process into a temporary folder; the final stage (`finalize.finalize`) is timed alone, in wall and
 CPU seconds, and its peak RSS is read after `/proc/self/clear_refs` reset the peak to the RSS before
 it (Linux). Prints one line per archive: its size, records and batches, the size of the `_work`
 tables the stage reads, the stage's times, the RSS before it and the peak during it.
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import batch
-import batch.pipeline as pipeline
+from batch.run import finalize
 
 
 def _status(key: str) -> int:
@@ -29,7 +29,7 @@ def _status(key: str) -> int:
 
 
 def measure(archive: Path) -> str:
-    real, seen = pipeline._finalize, {}
+    real, seen = finalize.finalize, {}
 
     def timed(con, output, *args, **kw):
         seen["before"] = _status("VmRSS")
@@ -44,12 +44,12 @@ def measure(archive: Path) -> str:
                     peak=_status("VmHWM"), work=work / (1 << 20))
         return result
 
-    pipeline._finalize = timed
+    finalize.finalize = timed
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = batch.convert([archive], Path(tmp) / "out")
     finally:
-        pipeline._finalize = real
+        finalize.finalize = real
     size = sum(f.stat().st_size for f in archive.rglob("*.jsonl")) / (1 << 20)
     return (f"{archive}: {size:,.0f} MiB, {result.tables['records']:,} records, {seen['batches']} batches, "
             f"_work {seen['work']:.1f} MiB; final stage {seen['wall']:.2f} s wall, {seen['cpu']:.2f} CPU-s, "

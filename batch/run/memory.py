@@ -65,11 +65,12 @@ def large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit
     )
 
 
-def largest_line(memory_limit: int) -> int:
-    """About the longest line that converts within DuckDB's `memory_limit` when its length is not in
+def largest_line(memory_limit: int | None) -> int:
+    """About the longest line that converts within DuckDB's `memory_limit` (None: a store's,
+    STORE_MEMORY, the limit a session converted alone has by default) when its length is not in
     strings long enough to be elided (transforms/elide.py): decoding a line's JSON
     (sql/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
-    return memory_limit // LINE_MEMORY_FACTOR
+    return (memory_limit or STORE_MEMORY) // LINE_MEMORY_FACTOR
 
 
 def size_text(n: int) -> str:

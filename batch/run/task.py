@@ -22,18 +22,14 @@ import polars as pl
 import pyarrow as pa
 
 from batch import reuse, sql
-from batch.formats import claude_code, entire_events
 from batch.incremental import carving
 from batch.run.memory import Stop, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.registry import FORMATS
 from batch.transforms import tail
 from batch.write import BatchFiles, PartWriter, fault
-
-# The converter of each stream format (Stream.producer_source): one registration line per format.
-# A converter turns the streams of one batch into frames of the output and work tables.
-FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
 
 
 @dataclass(frozen=True)

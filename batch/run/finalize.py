@@ -1,0 +1,205 @@
+"""The final stage, over every part of a run: the cross-session tables (`sessions`, `inferences`,
+`lineage`, `losses`, ...) built by DuckDB from the batches' output and work tables, the tables
+sources fill once per run, and the manifest. Runs in the process that planned the run, after
+every task (docs/performance.md, "The final stage at scale")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from batch import reuse, sql
+from batch.incremental import carving
+from batch.run import task
+from batch.schema import TABLES, TABLES_BY_NAME
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources import registry
+from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
+from batch.write import WORK, Output
+
+SOURCE_LOSSES = "source_losses"
+# What the final stage reports in the manifest besides its tables (sql/<name>.sql).
+MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
+# Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
+SOURCE_TABLES = registry.RUN_TABLES
+FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
+
+
+def skipped_entries(skipped: list[tuple[str, str]]) -> list[dict]:
+    return [{"path": p, "reason": r} for p, r in sorted(skipped)]
+
+
+def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
+    """Frames of one output table from several formats and sources as one table (Output.write casts it)."""
+    if len(frames) == 1:
+        return frames[0]
+    return task.cast(schema, frames)
+
+
+# The rows sources give once per run (Entire's scans), by the column that names what they describe:
+# a previous output's rows that this run's scans do not give again (a repository not given this
+# time, a checkpoint pruned from one) are kept, as the session groups read from them are.
+# The scans' losses are kept the same way, by category and detail (which names the checkpoint).
+RUN_ROW_KEYS = {
+    "checkpoints": ["checkpoint_id"], "checkpoint_sessions": ["checkpoint_id"], "checkpoint_commits": ["commit_id"],
+    "vcs_events": ["commit_id"], "losses": ["category", "detail"],
+}
+
+
+def keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None:
+    """Add to `frames` the previous output's run-level rows whose key this run's scans do not give."""
+    run_part = f"part-{reuse.part_id(())}.parquet"
+    for name, key in RUN_ROW_KEYS.items():
+        if name == "losses":  # the scans' losses are a work part of their own (`write_source_parts`)
+            files = [output.out / WORK / SOURCE_LOSSES / run_part]
+        elif TABLES_BY_NAME[name].stage == "batch":
+            files = [output.out / name / run_part]
+        else:
+            files = sorted((output.out / name).glob("part-*.parquet"))
+        files = [f for f in files if f.is_file() and not f.is_symlink() and pq.read_metadata(f).num_rows]
+        if not files:
+            continue
+        before = pl.concat([pl.read_parquet(f) for f in files])
+        given = pl.concat([f.select(key) for f in frames.get(name, [])]) if frames.get(name) else before.clear().select(key)
+        kept = before.join(given.unique(), on=key, how="anti", nulls_equal=True)
+        if kept.height:
+            frames.setdefault(name, []).append(kept)
+
+
+def write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
+    """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
+    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
+    if frames.get("losses"):
+        output.write_work(SOURCE_LOSSES, pl.from_arrow(task.cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
+    counts = {}
+    for table in TABLES:
+        if table.stage == "batch" and frames.get(table.name):
+            counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
+    return counts
+
+
+@dataclass
+class SourceReads:
+    """Whether each session's source was found by this run, and when it was last read: the
+    `sessions` columns `source_present` and `source_last_read_at`, by the session's group."""
+
+    reads: dict[str, list]  # `_reads`
+    key_owner: dict[str, str]  # the group of each session among the inputs (`carving.session_owners`)
+
+    def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
+        # a group's main session is of the group even when no input names it (an Entire session without transcript)
+        owner = carving.session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
+        present = {o: r[1] for o, r in self.reads.items()}
+        at = {o: r[0] for o, r in self.reads.items()}
+        return sessions.with_columns(
+            source_present=owner.replace_strict(present, default=None, return_dtype=pl.Boolean),
+            source_last_read_at=owner.replace_strict(at, default=None, return_dtype=pl.String)
+            .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"),
+        )
+
+
+def finalize(
+    con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
+    sources_read: SourceReads,
+) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
+    # The final stage reads the batches' parts of the output and work tables (as views of their
+    # Parquet files) and builds the final tables from them, in the order of the files' headers.
+    sql_files = set(sql.names())
+    targets = [t.name for t in TABLES if t.stage == "final" and t.name in sql_files] + list(MANIFEST_RELATIONS)
+    batch_tables = {t.name: t.schema for t in TABLES if t.stage == "batch"}
+    given = {**batch_tables, **{n: s for n, s in WORK_SCHEMAS.items() if n != SOURCE_LOSSES}}
+    steps = sql.order(targets, given=given)
+    for name in sorted({dep for step in steps for dep in sql.reads(step)} & set(given)):
+        work = name not in batch_tables
+        if output.has(name, work=work):
+            con.read_parquet(output.glob(name, work=work)).create_view(name)
+        else:  # no batch held a row of it
+            con.register(name, given[name].empty_table())
+    has_source_losses = output.has(SOURCE_LOSSES, work=True)
+    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
+    counts, built = {}, {}
+    for name in steps:
+        sql.materialize(con, name)
+        if name in MANIFEST_RELATIONS:
+            continue
+        frame = con.table(name).pl()
+        if name == "sessions":
+            frame = sources_read.columns(frame)
+        if name == "losses":
+            # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
+            extra = [pl.read_parquet(source_losses)] if source_losses else []
+            if extra:
+                frame = pl.from_arrow(task.cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
+                    "session_key", "category", "detail", nulls_last=False, maintain_order=True
+                )
+        built[name] = frame
+        counts[name] = output.write(TABLES_BY_NAME[name], frame)
+    # losses found at the source, by category (the Entire summary line)
+    entire_losses = dict(sorted(
+        built["losses"].filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
+    ))
+    for table in SOURCE_TABLES:
+        if run_frames.get(table.name):
+            counts[table.name] = output.write(table, _concat(table.schema, run_frames[table.name]))
+    unassigned = [
+        {
+            "kind": kind,
+            "field": field,
+            "value": value,
+            "references": {"leafUuid": leaf},
+            "source": {"path": path, "position": position},
+        }
+        for kind, field, value, leaf, path, position in con.table("unassigned_facts").fetchall()
+    ]
+    absent = [
+        {
+            "kind": kind,
+            "name": name,
+            "session_key": session_key,
+            "referenced_by": {"path": path, "position": position} if path else None,
+            "status": "absent",
+            "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
+        }
+        for kind, name, session_key, path, position in con.table("absent_files").fetchall()
+    ]
+    return counts, unassigned, absent, entire_losses
+
+
+def _version_key(version: str) -> tuple:
+    # numeric parts in numeric order, before any text part ("2.1.9" < "2.1.10" < "2.1.x")
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.split("."))
+
+
+def manifest(
+    found: registry.Discovery,
+    inputs: list[dict],
+    skipped: list[tuple[str, str]],
+    counts: dict[str, int],
+    unassigned: list[dict],
+    absent: list[dict],
+    imports: list,
+    source_losses: dict[str, int],
+    summary: dict,
+) -> dict:
+    rejected = counts.get("rejects", 0)
+    foreign = sum(1 for i in inputs if i["status"] == "foreign")
+    versions = sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key)
+    report, extra = registry.export_report(versions, absent, imports, source_losses)
+    return {
+        "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
+        "producer": {"name": PRODUCER, "version": VERSION},
+        "inputs": inputs,
+        "skipped": skipped_entries(skipped),
+        "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
+        "rejected_lines": rejected - foreign,
+        "foreign_files": foreign,
+        "losses": counts.get("losses", 0),
+        "export_report": report,
+        **extra,
+        "reuse": summary,
+        "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
+    }

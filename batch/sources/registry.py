@@ -1,0 +1,139 @@
+"""Every source and every format, registered in one place: the pipeline asks this module what the
+inputs are and which converter reads a stream, and imports no source or format itself.
+
+A source finds its inputs and gives units of work (batch/sources/base.py): Claude Code files
+(`sources/claude_code`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
+`sources/entire`) and files of Entire lifecycle events (`formats/entire_events`). A format converts
+the streams of one batch (`Stream.producer_source`) into frames of the output and work tables.
+Adding a source: a branch in `discover` (and `given_roots`); adding a format: a line in `FORMATS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from batch.formats import claude_code, entire_checkpoint, entire_events
+from batch.sources.base import Unit
+from batch.sources.claude_code import Discovery
+from batch.sources.claude_code import discover as discover_files
+from batch.sources.claude_code import units as file_units
+from batch.sources.git import is_repository
+
+# The converter of each stream format (Stream.producer_source): one registration line per format.
+# A converter turns the streams of one batch into frames of the output and work tables.
+FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
+# Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
+RUN_TABLES = entire_checkpoint.RUN_TABLES
+
+
+@dataclass
+class Inputs:
+    """Every source's discovery: units of work, and what sources contribute once per run."""
+
+    found: Discovery
+    units: list[Unit]
+    imports: list[entire_checkpoint.Import]
+    event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
+
+
+def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], events: list[Path] | tuple[Path, ...]
+                ) -> list[Path]:
+    """The folders and files a run reads, as far as known before discovery (a repository by its Git
+    folder: an output in its working tree is fine); a path that is not a repository is left to
+    discovery, which says what is wrong with it."""
+    given = [*sources, *events, *(p for p in entire if is_repository(p))]
+    return [git_folder(p) if is_repository(p) else p.resolve() for p in given]
+
+
+def discover(
+    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
+    known_events: dict | None = None,
+) -> Inputs:
+    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
+    `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
+    read (`claude_code.discover`, `entire_events.discover`)."""
+    repos = [p for p in sources if is_repository(p)] + entire
+    paths = [p for p in sources if p not in repos]
+    found = discover_files(paths, known=known) if paths else Discovery()
+    # one import per repository, however often and however spelled it is named
+    unique = {git_folder(p): p for p in reversed(repos)}
+    imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
+    for imp in imports:
+        # what is read of a repository is its Git folder: an output in its working tree is fine
+        folder = git_folder(imp.root)
+        if folder not in found.roots:
+            found.roots.append(folder)
+    all_units = file_units(found.files) + [u for imp in imports for u in imp.units]
+    event_heads = {}
+    if events:  # files of Entire lifecycle events, named with --entire-events
+        event_units, event_files = entire_events.discover(events, known=known_events)
+        all_units += event_units
+        found.skipped += event_files.skipped
+        found.roots += [r for r in event_files.roots if r not in found.roots]
+        event_heads = event_files.heads
+    return Inputs(found, all_units, imports, event_heads)
+
+
+def git_folder(path: Path) -> Path:
+    # a working tree and its .git folder are one repository
+    return (path / ".git").resolve() if (path / ".git").is_dir() else path.resolve()
+
+
+def nothing_found_message(sources: list[Path], found: Discovery, imports: list[entire_checkpoint.Import]) -> str:
+    where = ", ".join(str(s) for s in sources) or ", ".join(str(i.root) for i in imports)
+    if imports and not found.files and len(imports) == len(found.roots):
+        return (
+            f"no Entire checkpoints found in {where}: looked for the entire/checkpoints/v1 branch (and its "
+            "remote-tracking copies) and refs/entire/checkpoints/<shard>/<id>. Fetch them first "
+            "(git fetch origin entire/checkpoints/v1:entire/checkpoints/v1) or pass a Claude Code projects folder."
+        )
+    hint = ""
+    repos = [str(r) for r in found.roots if r.is_dir() and ((r / ".git").exists() or (r / "HEAD").is_file())]
+    if repos:
+        hint = f" {repos[0]} is a Git repository: asr-batch reads Claude Code transcript folders, not repositories."
+    seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
+    return (
+        f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
+        f"their subagents' agent-*.jsonl.{hint} Pass ~/.claude/projects, a project folder or .jsonl files."
+    )
+
+
+def run_key(imports: list[entire_checkpoint.Import]) -> str:
+    """What the rows sources give once per run depend on (a re-run with the same key reuses them)."""
+    return entire_checkpoint.run_key(imports)
+
+
+def current_provenance(inputs: list[dict], imports: list[entire_checkpoint.Import]) -> list[dict]:
+    """A reused batch's manifest inputs with the provenance this run's scans give."""
+    return entire_checkpoint.current_provenance(inputs, imports)
+
+
+def run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.DataFrame]]:
+    """The frames of the tables sources fill once per run, by table."""
+    frames: dict[str, list[pl.DataFrame]] = {}
+    for imp in imports:
+        for name, frame in imp.frames.items():
+            frames.setdefault(name, []).append(frame)
+    return frames
+
+
+def export_report(
+    versions: list[str], absent: list[dict], imports: list[entire_checkpoint.Import], source_losses: dict[str, int],
+) -> tuple[dict, dict]:
+    """The manifest's `export_report` (what each format says of its mapping: usage selection,
+    coverage, unassigned facts, retention) and the manifest's entries of the sources read once per
+    run (`entire`: the repositories and the losses their scans found)."""
+    report = {
+        "usage_selection": claude_code.USAGE_SELECTION,
+        "coverage": {**claude_code.COVERAGE, "versions_in_input": versions},
+        "unassigned_facts": claude_code.UNASSIGNED,
+        "retention": {"policy": claude_code.RETENTION, "absent_files": absent},
+    }
+    extra = {}
+    if imports:
+        report["entire"] = entire_checkpoint.EXPORT_REPORT
+        extra["entire"] = {"repositories": [imp.summary for imp in imports], "source_losses": source_losses}
+    return report, extra

@@ -1,0 +1,34 @@
+"""The layout the architecture promises: the pipeline asks the registry for sources and formats and
+imports none itself; the orchestration's functions stay short."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PIPELINE = Path(__file__).parent.parent / "batch" / "pipeline.py"
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
+def test_the_pipeline_imports_no_source_or_format_but_the_registry():
+    names = imported(PIPELINE)
+    assert "batch.sources.registry" in names
+    concrete = {n for n in names if n.startswith(("batch.formats", "batch.sources"))}
+    assert concrete <= {"batch.sources", "batch.sources.registry", "batch.sources.base", "batch.sources.base.Unit",
+                        "batch.sources.base.batches"}, concrete
+
+
+def test_no_function_of_the_pipeline_is_longer_than_a_screen():
+    tree = ast.parse(PIPELINE.read_text())
+    long = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 80}
+    assert long == {}
