@@ -37,14 +37,41 @@ def sql_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "sql"
 
 
+# The folders of the relations' files, by the stage that runs them: `batch` in each batch's task
+# (formats/claude_code.py, formats/entire_events.py), `final` in the final stage (run/finalize.py).
+# A relation's name is its file's name, unique across the stages. sql/views/ (the catalog's views)
+# and sql/macros/ (defined on every connection) are read apart.
+STAGES = ("batch", "final")
+
+
+@cache
+def files() -> dict[str, Path]:
+    """Each relation's file, by name: sql/<stage>/<name>.sql."""
+    found: dict[str, Path] = {}
+    for stage in STAGES:
+        for path in sorted((sql_dir() / stage).glob("*.sql")):
+            if path.stem in found:
+                raise SqlError(f"sql/{stage}/{path.name} and {shown(path.stem)} define the same relation; rename one.")
+            found[path.stem] = path
+    return found
+
+
+def shown(name: str) -> str:
+    """sql/<stage>/<name>.sql, as messages name a relation's file."""
+    path = files().get(name)
+    return f"sql/{path.parent.name}/{name}.sql" if path else f"sql/<stage>/{name}.sql"
+
+
 @cache
 def load(name: str) -> str:
-    """Return the text of sql/<name>.sql."""
-    path = sql_dir() / f"{name}.sql"
+    """Return the text of sql/<stage>/<name>.sql."""
+    path = files().get(name)
+    if path is None:
+        raise SqlError(f"no SQL file defines {name} (looked for sql/<stage>/{name}.sql); reinstall asr-batch.")
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SqlError(f"sql/{name}.sql cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
+        raise SqlError(f"{shown(name)} cannot be read ({exc.strerror}); reinstall asr-batch.") from exc
 
 
 @cache
@@ -77,28 +104,28 @@ _holding = threading.local()
 
 
 def names() -> list[str]:
-    """Return the relation names of sql/ (its files, not sql/views/)."""
-    return sorted(p.stem for p in sql_dir().glob("*.sql"))
+    """Return the relation names of sql/ (the files of its stages, not sql/views/)."""
+    return sorted(files())
 
 
 @cache
 def reads(name: str) -> tuple[str, ...]:
-    """Return the relations sql/<name>.sql declares in its `-- reads:` header."""
+    """Return the relations sql/<stage>/<name>.sql declares in its `-- reads:` header."""
     match = _READS.search(load(name))
     if match is None:
-        raise SqlError(f"sql/{name}.sql has no `-- reads:` header; name the relations it reads in it.")
+        raise SqlError(f"{shown(name)} has no `-- reads:` header; name the relations it reads in it.")
     return tuple(r.strip() for r in match.group(1).split(",") if r.strip())
 
 
 @cache
 def large(name: str) -> bool:
-    """Whether sql/<name>.sql declares a large result (`-- result: large`)."""
+    """Whether sql/<stage>/<name>.sql declares a large result (`-- result: large`)."""
     return _LARGE.search(load(name)) is not None
 
 
 @cache
 def held(name: str) -> bool:
-    """Whether sql/<name>.sql holds the large statements from its run until `release` (`-- hold: until release`)."""
+    """Whether sql/<stage>/<name>.sql holds the large statements from its run until `release` (`-- hold: until release`)."""
     return _HOLD.search(load(name)) is not None
 
 
@@ -132,7 +159,7 @@ def unhold() -> None:
 
 @cache
 def sorted_by(name: str) -> tuple[str, ...]:
-    """The columns sql/<name>.sql declares its rows ordered by (`-- order: a, b`), ascending, nulls last
+    """The columns sql/<stage>/<name>.sql declares its rows ordered by (`-- order: a, b`), ascending, nulls last
     (DuckDB's default), or () when it declares none.
 
     They must tell every row apart (a total order, so the order does not depend on how the rows were
@@ -144,7 +171,7 @@ def sorted_by(name: str) -> tuple[str, ...]:
 
 
 def _statement(name: str) -> str:
-    """The text of sql/<name>.sql with the ORDER BY of its declared order, if any."""
+    """The text of sql/<stage>/<name>.sql with the ORDER BY of its declared order, if any."""
     order = sorted_by(name)
     return load(name) + (f"\norder by {', '.join(order)}\n" if order else "")
 
@@ -248,15 +275,15 @@ def register(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> 
 
 
 def relation(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> duckdb.DuckDBPyRelation:
-    """Run sql/<name>.sql and return it as a relation."""
+    """Run sql/<stage>/<name>.sql and return it as a relation."""
     try:
         return con.sql(_statement(name), params=params) if params else con.sql(_statement(name))
     except duckdb.Error as exc:
-        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+        raise SqlError(f"{shown(name)} failed: {exc}") from exc
 
 
 def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> pl.DataFrame:
-    """Run sql/<name>.sql and return the result as a Polars frame.
+    """Run sql/<stage>/<name>.sql and return the result as a Polars frame.
 
     The statement is executed directly: `con.sql(...).pl()` would bind it twice (once for the
     relation, once to run it), a fixed cost of 5 to 25 milliseconds per statement on a 48 MiB batch.
@@ -276,13 +303,13 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
             with _ONE_LARGE:
                 result = pl.from_arrow(con.sql(load(name), params=params).to_arrow_table())
     except duckdb.Error as exc:
-        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+        raise SqlError(f"{shown(name)} failed: {exc}") from exc
     order = sorted_by(name)
     return result.sort(order, nulls_last=True) if order else result
 
 
 def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
-    """Run sql/<name>.sql into a temporary table of the same name (a `hold` as in `frame`)."""
+    """Run sql/<stage>/<name>.sql into a temporary table of the same name (a `hold` as in `frame`)."""
     if held(name):
         hold()
     try:
@@ -292,7 +319,7 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None =
 
 
 def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Define sql/<name>.sql as a temporary view of the same name."""
+    """Define sql/<stage>/<name>.sql as a temporary view of the same name."""
     try:
         con.execute(f'create or replace temp view "{name}" as\n' + _statement(name))
     except duckdb.Error as exc:

@@ -10,7 +10,7 @@ the batches of their Polars `estimated_size`, per observation: as the converter 
 today (strings), and with the repetitive strings categorical and the stream as an Int32 id. The
 line-local extras the record table reads (EXTRAS: agent_progress copy uuids, toolUseResult.agentId
 and its result's call IDs, queue-operation contents and reasons) and the record table itself
-(sql/record_table.sql, one row per record) are counted apart; the block keys and the small-family
+(sql/batch/record_table.sql, one row per record) are counted apart; the block keys and the small-family
 values the plan adds later are not computed by the converter yet and are not counted. `text_head` is
 counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
 of the narrow frame the converter builds in pass 1 and reads in its narrow stage

@@ -32,3 +32,17 @@ def test_no_function_of_the_pipeline_is_longer_than_a_screen():
     long = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 80}
     assert long == {}
+
+
+def test_the_final_stage_runs_exactly_the_files_of_sql_final():
+    from batch import sql
+    from batch.run.finalize import MANIFEST_RELATIONS, SOURCE_LOSSES
+    from batch.schema import TABLES
+    from batch.schema.work import WORK_SCHEMAS
+
+    targets = [t.name for t in TABLES if t.stage == "final" and t.name in sql.names()] + list(MANIFEST_RELATIONS)
+    given = {t.name for t in TABLES if t.stage == "batch"} | (WORK_SCHEMAS.keys() - {SOURCE_LOSSES})
+    steps = sql.order(targets, given=given)
+    root = Path(__file__).parent.parent / "sql"
+    assert sorted(steps) == sorted(p.stem for p in (root / "final").glob("*.sql"))
+    assert not set(steps) & {p.stem for p in (root / "batch").glob("*.sql")}

@@ -1,4 +1,4 @@
-"""The record table (sql/record_table.sql): what relates the records of a session, from the narrow frame alone."""
+"""The record table (sql/batch/record_table.sql): what relates the records of a session, from the narrow frame alone."""
 
 from __future__ import annotations
 

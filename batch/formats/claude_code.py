@@ -1,12 +1,12 @@
 """Claude Code JSONL: the converter of the claude-code-jsonl format (registry entry), one batch at a time.
 
 The streams of a batch (files, or Git blobs of Entire checkpoints) are read in chunks of whole
-lines; pass 1 decodes each chunk alone (sql/observations.sql), recovers its `}{` lines and
+lines; pass 1 decodes each chunk alone (sql/batch/observations.sql), recovers its `}{` lines and
 classifies its observations, keeping their wide frame and a narrow one (NARROW_COLUMNS). The narrow
 stage then finds foreign files and versions, splits inline 1.0.x sidechains, numbers the
-observations (ord) and indexes them (sql/observation_index.sql) from the narrow frame; subagents
+observations (ord) and indexes them (sql/batch/observation_index.sql) from the narrow frame; subagents
 whose transcript is absent are rebuilt from agent_progress copies (wide). The record table
-(sql/record_table.sql) relates the records from the narrow frame too, and the observations are cut
+(sql/batch/record_table.sql) relates the records from the narrow frame too, and the observations are cut
 into the chunks of pass 2 (chunk_ends), each of which folds its observations into records, parts and
 source lines (_pass2). The other SQL files then run over the whole batch; the result is the batch's
 frames of the core and fact tables and of the work tables the final stage reads.
@@ -39,13 +39,13 @@ from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, UNCOMMITTED, 
 
 FORMAT = "claude-code-jsonl"
 # The batch's output and work tables; those not built by the steps in `convert` are built by the
-# sql/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
+# sql/batch/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 
-# Slices of a batch's lines decoded at once (sql/observations.sql), by the size of their text
+# Slices of a batch's lines decoded at once (sql/batch/observations.sql), by the size of their text
 # (docs/decisions/004-slices.md).
 OBSERVE_SLICE_BYTES = 64 << 20
-# Slices of a batch's records whose parts are converted at once (sql/parts.sql), by the size of their
+# Slices of a batch's records whose parts are converted at once (sql/batch/parts.sql), by the size of their
 # JSON: the statement's working memory is the slice's (docs/decisions/004-slices.md).
 PART_SLICE_BYTES = 64 << 20
 # Chunks of a batch's observations converted at once by pass 2 of the core (records_full, parts,
@@ -65,13 +65,13 @@ RECORDS_ORDER = ("session_key", "seq")
 
 # The columns of an observation that the narrow stage reads, and nothing wide (no JSON text, no
 # content, no toolUseResult, no line text): foreign files (file_idx, native_type) and versions
-# (version); the sidechain split (sql/sidechain_roots.sql: uuid, parent_uuid, is_sidechain,
+# (version); the sidechain split (sql/batch/sidechain_roots.sql: uuid, parent_uuid, is_sidechain,
 # stream_kind, native_agent_id; it changes session_key and stream_kind); ord (file_rank, file_idx,
-# line, sub); and sql/observation_index.sql (session_key, position, native_type, native_subtype,
+# line, sub); and sql/batch/observation_index.sql (session_key, position, native_type, native_subtype,
 # uuid, parent_uuid, message_id, permission_mode, json_hash, and is_compact_summary as classify
 # derives it). The converter keeps these columns of each chunk of lines (_pass1) in the frame
 # registered as `narrow_observations`, with `ord` added by the narrow stage.
-# sql/record_table.sql (docs/architecture.md, "The path of one session, from bytes to tables") reads
+# sql/batch/record_table.sql (docs/architecture.md, "The path of one session, from bytes to tables") reads
 # it too: kind, logical_parent_uuid, prompt_id, progress_agent_id, progress_copy_uuid,
 # result_agent_id, result_call_ids, queue_content, queue_reason, attribution_mcp_server and
 # attribution_mcp_tool (besides keys named above). The chunk boundaries of pass 2 (chunk_ends)
@@ -658,7 +658,7 @@ def _classified(observations: pl.DataFrame) -> pl.DataFrame:
 def _observe(
     con: duckdb.DuckDBPyConnection, objects: pl.DataFrame, *, keep_index: bool = False, elided: Elided | None = None
 ) -> pl.DataFrame:
-    """Decode the envelope of each object (sql/observations.sql); the JSON text is not copied
+    """Decode the envelope of each object (sql/batch/observations.sql); the JSON text is not copied
     through DuckDB: the result names its object by obj_idx, and a gather shares the string buffers.
     A text that is not one JSON object has no row; `keep_index` keeps obj_idx (the row of `objects`).
     With `elided`, the long strings of long texts are elided first (the result's `json` too)."""
@@ -683,7 +683,7 @@ def _observe(
 
 
 def _parts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame) -> pl.DataFrame:
-    """Run sql/parts.sql over slices of the records, about PART_SLICE_BYTES of their JSON each, and
+    """Run sql/batch/parts.sql over slices of the records, about PART_SLICE_BYTES of their JSON each, and
     concatenate the results. Each step of the statement is per record, so the rows are those of one
     run; the slices are ranges of its declared order (session_key, record_id), so the concatenation is
     in that order too. DuckDB's working memory (the blocks, their decode, its hash tables) is then the
@@ -701,7 +701,7 @@ def _parts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame) -> pl.DataFram
 
 
 def _tool_calls(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
-    """Run sql/tool_calls.sql and attach the JSON texts it names: a model call's input (its block in
+    """Run sql/batch/tool_calls.sql and attach the JSON texts it names: a model call's input (its block in
     parts) and its result's toolUseResult (its record). A join gathers them and shares the string
     buffers, where DuckDB would copy every text into its result and its sort."""
     calls = sql.frame(con, "tool_calls")
@@ -738,7 +738,7 @@ def _ordered(classified: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
 def _source_lines(
     con: duckdb.DuckDBPyConnection, classified: pl.DataFrame, rows_by_ord: pl.Series, first_ord: int = 1
 ) -> pl.DataFrame:
-    """Run sql/source_lines_out.sql and attach the JSON texts it names by native_ord."""
+    """Run sql/batch/source_lines_out.sql and attach the JSON texts it names by native_ord."""
     return _gathered(sql.frame(con, "source_lines_out"), classified, rows_by_ord, first_ord, native="json")
 
 
@@ -818,7 +818,7 @@ def _split_sidechains(
     con: duckdb.DuckDBPyConnection, observations: pl.DataFrame | None, narrow: pl.DataFrame
 ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """Move inline 1.0.x sidechain objects into one stream per sidechain root: the roots are found in
-    the narrow frame (sql/sidechain_roots.sql), and the session_key and stream_kind of those objects
+    the narrow frame (sql/batch/sidechain_roots.sql), and the session_key and stream_kind of those objects
     change in the wide and in the narrow frame alike (the wide one also keeps the root). Without a
     wide frame (a store's batch), the narrow frame keeps the root for the stored rows."""
     sql.register(con, "narrow_observations", narrow)

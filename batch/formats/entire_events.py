@@ -254,7 +254,7 @@ def _continues(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def _streams(events: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
-    """One row per session with events; sql/sessions.sql joins it to the session's transcript row, if any."""
+    """One row per session with events; sql/final/sessions.sql joins it to the session's transcript row, if any."""
     line_counts = every.filter(pl.col("session_key").is_not_null()).group_by("session_key").len("line_count")
     frame = (
         events.sort("session_key", "source_file", "line")

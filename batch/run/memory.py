@@ -31,7 +31,7 @@ DEFAULT_WORKERS = 2
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
 STORED_MEMORY_BASE = 1 << 30
-# Decoding one line's JSON (sql/observations.sql) holds up to about this many times the line's size
+# Decoding one line's JSON (sql/batch/observations.sql) holds up to about this many times the line's size
 # in DuckDB, where its length is not in strings elided before the decode (docs/decisions/001-long-lines.md)
 LINE_MEMORY_FACTOR = 40
 
@@ -69,7 +69,7 @@ def largest_line(memory_limit: int | None) -> int:
     """About the longest line that converts within DuckDB's `memory_limit` (None: a store's,
     STORE_MEMORY, the limit a session converted alone has by default) when its length is not in
     strings long enough to be elided (transforms/elide.py): decoding a line's JSON
-    (sql/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
+    (sql/batch/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
     return (memory_limit or STORE_MEMORY) // LINE_MEMORY_FACTOR
 
 
