@@ -23,7 +23,7 @@ from batch.sources.claude_code import default_source
 from batch.version import VERSION
 from batch.watch import WATCH_DEBOUNCE_MS, watch_and_convert
 from batch import query as q
-from batch.catalog import built_root, open_catalog, refresh_catalog
+from batch.output.catalog import built_root, open_catalog, refresh_catalog
 
 app = typer.Typer(
     help="Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB.",

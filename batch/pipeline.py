@@ -24,10 +24,10 @@ from batch.run.memory import (
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
-from batch.sources.base import Unit, batches
-from batch.write import (
+from batch.output.folder import (
     Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
 )
+from batch.sources.base import Unit, batches
 
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
 

@@ -1,7 +1,7 @@
 """Which batches of the previous output an incremental run reuses: pure functions, no filesystem.
 
 A batch's parts are named by its session groups (`part_id`). The output's reuse state
-(`_reuse.json`, written by batch/write.py) lists each batch with the fingerprint of each of its
+(`_reuse.json`, written by batch/output/folder.py) lists each batch with the fingerprint of each of its
 groups: the name, size and modification time of every file, as make and rsync compare them, and
 for a session read from Git (Entire checkpoints) the IDs of the objects it reads
 (formats/entire_checkpoint.py `fingerprint`). A batch is reused when every group it holds is

@@ -28,7 +28,7 @@ import duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from batch.catalog import open_catalog  # noqa: E402
+from batch.output.catalog import open_catalog  # noqa: E402
 
 
 def lay_out(corpus: Path, projects: Path) -> None:

@@ -480,7 +480,7 @@ def code_version() -> str:
 PROFILER = r"""
 import collections, inspect, sys, time
 from pathlib import Path
-import batch.pipeline as P, batch.sql as S, batch.write as W
+import batch.pipeline as P, batch.sql as S, batch.output.folder as W, batch.output.parts as B
 import batch.formats.claude_code as C, batch.formats.lines as L
 
 def status():
@@ -528,8 +528,9 @@ S.frame = timed(lambda con, name, *a, **k: f"sql/{name}.sql", S.frame)
 S.materialize = timed(lambda con, name, *a, **k: f"sql/{name}.sql (temp table)", S.materialize)
 W.Output.write = timed(lambda self, table, *a, **k: f"write {table.name}", W.Output.write)
 W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W.Output.write_work)
+B.BatchFiles.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", B.BatchFiles.write_work)
 W.Output.commit = timed(lambda self: "commit", W.Output.commit)
-W.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", W.PartWriter.append)
+B.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", B.PartWriter.append)
 # the functions the pipeline, the Claude Code converter and the line reader call (named by their
 # module), but not the sha256, which runs on a thread of its own beside the other steps
 for module in (P, C, L):

@@ -27,7 +27,7 @@ import duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from batch.catalog import open_catalog, refresh_catalog, view_files  # noqa: E402
+from batch.output.catalog import open_catalog, refresh_catalog, view_files  # noqa: E402
 
 TARGET_SECONDS = 0.5
 TARGET_SPEEDUP = 20.0

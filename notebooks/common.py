@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from batch.catalog import open_catalog
+from batch.output.catalog import open_catalog
 
 
 def open_output(args: dict) -> tuple[Path, duckdb.DuckDBPyConnection, Path | None]:

@@ -173,6 +173,18 @@ def sorted_rows(df: pl.DataFrame) -> pl.DataFrame:
     return df.sort(keys, nulls_last=True)
 
 
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file below `folder` with its bytes (relative paths)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_folders(out: Path) -> list[str]:
+    """The run folders beside `out` (`.<out>.asr-run-<hex>`), by name."""
+    from batch.output.folder import RUN_INFIX
+
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}{RUN_INFIX}"))
+
+
 def read_manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 

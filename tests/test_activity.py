@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import SID, TEXT, assistant, older, uid, user, write_jsonl
+from conftest import SID, TEXT, assistant, older, one, uid, user, write_jsonl
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "fixtures" / "registry" / "activity"
@@ -42,12 +42,6 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame
 @pytest.fixture(scope="module")
 def corpus(corpus_tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     return {name: corpus_tables[name] for name in TABLE_NAMES}
-
-
-def one(frame: pl.DataFrame, **where) -> dict:
-    found = frame.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
-    assert found.height == 1, (where, found.height)
-    return found.row(0, named=True)
 
 
 def request(tables: dict[str, pl.DataFrame], call_id: str) -> dict:

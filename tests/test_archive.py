@@ -19,7 +19,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import batch
-import batch.write
+import batch.output.folder
 from batch.cli import _summary
 from batch.errors import OutputError
 from batch.schema import TABLES
@@ -135,7 +135,7 @@ def test_an_interrupted_prune_prunes_nothing(sample, tmp_path):
     (sample / VIEWER).unlink()
     batch.convert([sample], out)
     before = read_tables(out)
-    env = {**os.environ, batch.write.FAULT_ENV: "swap"}
+    env = {**os.environ, batch.output.folder.FAULT_ENV: "swap"}
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "--prune", "-q"],
                           env=env, cwd=Path(__file__).parent.parent, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
@@ -309,7 +309,7 @@ def test_a_second_run_on_the_same_output_waits_for_the_first(sample, tmp_path):
             errors.append(exc)
         done.set()
 
-    with batch.write.lock_output(out):  # a first run holding the output
+    with batch.output.folder.lock_output(out):  # a first run holding the output
         thread = threading.Thread(target=second)
         thread.start()
         assert waiting.wait(120), "the second run did not say it waits"

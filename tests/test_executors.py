@@ -15,20 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import (
-    CORPUS,
-    read_manifest,
-    read_tables,
-    sorted_rows,
-    timeless,
-    uid,
-    user,
-    write_jsonl,
+    CORPUS, read_manifest, read_tables, run_folders, sorted_rows, timeless, tree, uid, user, write_jsonl,
 )
 from distributed import LocalCluster
 from polars.testing import assert_frame_equal
 
 import batch
-import batch.write
+import batch.output.folder
 from batch.run import executors
 from batch.run.memory import Stop
 from batch.schema import TABLES
@@ -94,9 +87,9 @@ def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_du
     local, remote = tmp_path / "local", tmp_path / "remote"
     batch.convert([src], local, batch_bytes=50_000)
     killed = tmp_path / "killed"
-    # the first worker process that starts a task kills itself there, once (batch.write.fault)
-    monkeypatch.setenv(batch.write.FAULT_ENV, "once:batch")
-    monkeypatch.setenv(batch.write.ONCE_ENV, str(killed))
+    # the first worker process that starts a task kills itself there, once (batch.output.folder.fault)
+    monkeypatch.setenv(batch.output.folder.FAULT_ENV, "once:batch")
+    monkeypatch.setenv(batch.output.folder.ONCE_ENV, str(killed))
     batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
     assert killed.exists()  # a worker died in a task
     assert_same_output(remote, local)
@@ -132,10 +125,10 @@ def test_without_dask_the_error_says_how_to_install_it(src, out, monkeypatch):
 def test_ctrl_c_during_a_dask_run_ends_its_workers_and_keeps_the_previous_output(src, out):
     sessions(src, 2)
     batch.convert([src], out)
-    old = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    old = tree(out)
     sessions(src, 4)
     stalled = out.parent / "stalled"
-    env = {**os.environ, batch.write.FAULT_ENV: "stall:batch", batch.write.STALLED_ENV: str(stalled)}
+    env = {**os.environ, batch.output.folder.FAULT_ENV: "stall:batch", batch.output.folder.STALLED_ENV: str(stalled)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "batch", "convert", str(src), "--out", str(out), "-q", "--executor", "dask"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -154,7 +147,7 @@ def test_ctrl_c_during_a_dask_run_ends_its_workers_and_keeps_the_previous_output
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert err.endswith("Error: stopped by SIGINT; the previous output, if any, is unchanged.\n")
-    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == old
-    assert [p for p in out.parent.iterdir() if batch.write.RUN_INFIX in p.name] == []
+    assert tree(out) == old
+    assert run_folders(out) == []
     _, alive = psutil.wait_procs(children, timeout=60)
     assert alive == []  # the stalled worker is gone with its cluster

@@ -16,7 +16,7 @@ import pytest
 
 import batch
 import batch.pipeline
-import batch.write
+import batch.output.folder
 from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
@@ -80,7 +80,7 @@ def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, mon
                 parsed.append(value)
             return value
 
-    monkeypatch.setattr(batch.write, "json", Counting())
+    monkeypatch.setattr(batch.output.folder, "json", Counting())
     before = read_manifest(out)
     result = batch.convert([sample], out)  # nothing changed: the manifest reports the previous one's
     assert result.manifest["reuse"]["final_stage"] == "reused"
@@ -88,17 +88,17 @@ def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, mon
     assert {k: v for k, v in read_manifest(out).items() if k not in ("skipped", "reuse")} == {
         k: v for k, v in before.items() if k not in ("skipped", "reuse")
     }
-    assert batch.write._PARSED_MANIFEST == {}
+    assert batch.output.folder._PARSED_MANIFEST == {}
     parsed.clear()
     grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
     result = batch.convert([sample], out)  # the final stage runs: the parsed manifest is not kept
     assert result.manifest["reuse"]["final_stage"] == "run"
-    assert len(parsed) == 1 and batch.write._PARSED_MANIFEST == {}
+    assert len(parsed) == 1 and batch.output.folder._PARSED_MANIFEST == {}
     # nor by a run that fails while it plans, after the output was found to be ours
     monkeypatch.setattr(batch.pipeline.reuse, "plan", lambda *args, **kwargs: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         batch.convert([sample], out)
-    assert len(parsed) == 2 and batch.write._PARSED_MANIFEST == {}
+    assert len(parsed) == 2 and batch.output.folder._PARSED_MANIFEST == {}
 
 
 @pytest.mark.parametrize("change", ["grow", "add", "delete_session", "delete_subagent", "grow_subagent"])
@@ -566,7 +566,7 @@ def test_an_interrupted_delta_run_leaves_the_previous_output_intact(sample, tmp_
     batch.convert([sample], out)  # a delta state
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     grow(sample / VIEWER, VIEWER_SID, 18)
-    env = {**os.environ, batch.write.FAULT_ENV: step}
+    env = {**os.environ, batch.output.folder.FAULT_ENV: step}
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "-q"],
                           env=env, cwd=Path(__file__).parent.parent, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL

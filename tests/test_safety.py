@@ -16,12 +16,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import SID, SID2, assistant, uid, user, write_jsonl
+from conftest import SID, SID2, assistant, run_folders, tree, uid, user, write_jsonl
 
 import batch
-import batch.write
+import batch.output.folder
 from batch.errors import OutputError, SourceError
-from batch.write import MARKER, RUN_INFIX, Output
+from batch.output.folder import MARKER, RUN_INFIX, Output
 
 ROOT = Path(__file__).parent.parent
 
@@ -29,15 +29,6 @@ ROOT = Path(__file__).parent.parent
 def two_sessions(src: Path) -> None:
     write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello"), assistant(uid(2), uid(1), "msg_01A", [])])
     write_jsonl(src / f"{SID2}.jsonl", [user(uid(3), None, "again", sid=SID2)])
-
-
-def tree(folder: Path) -> dict[str, bytes]:
-    """Every file below `folder` with its bytes (relative paths)."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def run_folders(out: Path) -> list[str]:
-    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}{RUN_INFIX}"))
 
 
 def catalog_count(out: Path, table: str = "records") -> int:
@@ -140,7 +131,7 @@ def test_the_writer_removes_only_names_it_writes(tmp_path):
         (folder / name).write_bytes(b"x")
     (folder / "records" / "part-00002.parquet").symlink_to(outside)
     (folder / "sessions").symlink_to(tmp_path)  # a table-named link to a folder of someone else's
-    batch.write._remove_ours(folder, tables=["records"], work=True, spill=True)
+    batch.output.folder._remove_ours(folder, tables=["records"], work=True, spill=True)
     left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
     assert left == sorted(theirs + ["records/part-00002.parquet", "sessions"])
     assert outside.read_bytes() == b"keep"
@@ -210,10 +201,10 @@ def test_an_aborted_run_leaves_files_it_did_not_write(src, out):
 
 
 # The CLI as `python -m batch` runs it, but on a system without the atomic exchange: renameat2 is
-# reported as not offered, so the swap takes the two renames of the fallback (batch.write._swap).
+# reported as not offered, so the swap takes the two renames of the fallback (batch.output.folder._swap).
 NO_EXCHANGE = (
-    "import sys, batch.cli, batch.write; "
-    "batch.write._renameat2 = lambda src, dst, flags: False; "
+    "import sys, batch.cli, batch.output.folder; "
+    "batch.output.folder._renameat2 = lambda src, dst, flags: False; "
     "batch.cli.main(sys.argv[1:])"
 )
 
@@ -221,11 +212,11 @@ NO_EXCHANGE = (
 def _cli(
     args: list[str], *, fault: str | None = None, stalled: Path | None = None, exchange: bool = True, **kw,
 ) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in (batch.write.FAULT_ENV, batch.write.STALLED_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in (batch.output.folder.FAULT_ENV, batch.output.folder.STALLED_ENV)}
     if fault:
-        env[batch.write.FAULT_ENV] = fault
+        env[batch.output.folder.FAULT_ENV] = fault
     if stalled:
-        env[batch.write.STALLED_ENV] = str(stalled)
+        env[batch.output.folder.STALLED_ENV] = str(stalled)
     command = ["-m", "batch"] if exchange else ["-c", NO_EXCHANGE]
     return subprocess.Popen(
         [sys.executable, *command, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -11,7 +11,8 @@ import pytest
 
 import batch
 from batch.schema import DOCS_BEGIN, DOCS_END, LOSSES, TABLES, Col, Table, markdown
-from batch.write import Output, SchemaMismatch
+from batch.output.folder import Output
+from batch.output.parts import SchemaMismatch
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "data" / "sample"

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from batch.catalog import PRICES, view_files, write_catalog
+from batch.output.catalog import PRICES, view_files, write_catalog
 from batch.schema import TABLES
 
 S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
@@ -352,7 +352,7 @@ def test_unpriced_models_are_named_with_their_first_price(con):
 
 def test_shipped_pricing_is_dated_and_sourced(tmp_path: Path):
     con = duckdb.connect()
-    from batch.catalog import _prices_sql, pricing_csv
+    from batch.output.catalog import _prices_sql, pricing_csv
 
     con.execute(_prices_sql(pricing_csv()))
     prices = con.sql(f"select * from {PRICES}").fetchall()

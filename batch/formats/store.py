@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from batch import sql
-from batch.write import WRITE_SLICE_BYTES
+from batch.output.parts import WRITE_SLICE_BYTES
 
 # DuckDB's memory limit while a store is open, so that its sorts and joins over the stored tables
 # spill to the temporary directory instead of holding them (sql.release resets it).

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from batch import reuse
 from batch.errors import OutputError
 from batch.schema import TABLES_BY_NAME
-from batch.write import WORK, Output
+from batch.output.folder import WORK, Output
 
 if TYPE_CHECKING:
     from batch.incremental.deltas import Growth

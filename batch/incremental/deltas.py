@@ -27,7 +27,8 @@ from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Unit, batches
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
-from batch.write import WORK, Output, conform
+from batch.output.folder import WORK, Output
+from batch.output.parts import conform
 
 if TYPE_CHECKING:
     from batch.run.memory import Stop

@@ -19,7 +19,7 @@ from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
 from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
-from batch.write import WORK, Output
+from batch.output.folder import WORK, Output
 
 SOURCE_LOSSES = "source_losses"
 # What the final stage reports in the manifest besides its tables (sql/<name>.sql).

@@ -5,7 +5,7 @@ A task holds its session groups' units (each reads its own bytes from its proven
 or a Git repository and blob IDs), the run folder and the options; it pickles. `run` converts the
 units with each stream format's converter and writes one part file per table into the run folder,
 under the batch's part name, which depends only on its session groups (`reuse.part_id`): written
-under temporary names and renamed once whole (`write.BatchFiles`), so a task retried or run twice
+under temporary names and renamed once whole (`output.parts.BatchFiles`), so a task retried or run twice
 never duplicates a row. It returns a `TaskResult`: row counts, inputs, skipped paths and each
 part's rows per group, never the rows themselves.
 """
@@ -29,7 +29,8 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
-from batch.write import BatchFiles, PartWriter, fault
+from batch.output.folder import fault
+from batch.output.parts import BatchFiles, PartWriter
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def convert_batch(
     units: list[Unit], output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
     stop: Stop, memory: int | None = None, max_line: int | None = None,
 ) -> Converted:
-    """Convert a batch's units on a DuckDB connection of its own into `output` (`write.BatchFiles`, or
+    """Convert a batch's units on a DuckDB connection of its own into `output` (`output.parts.BatchFiles`, or
     a capture of the frames: `deltas.Captured`); `workers` batches share the CPUs."""
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)

@@ -41,8 +41,9 @@ _MATERIALIZED = re.compile(r"^--\s*materialized:\s*table\s*$", re.MULTILINE)
 
 def pricing_csv() -> Path:
     """Return the dated pricing table shipped with asr-batch (inside the package, else the checkout's)."""
-    packaged = Path(__file__).parent / "data" / "pricing.csv"
-    return packaged if packaged.is_file() else Path(__file__).parent.parent / "data" / "pricing.csv"
+    package = Path(__file__).parent.parent
+    packaged = package / "data" / "pricing.csv"
+    return packaged if packaged.is_file() else package.parent / "data" / "pricing.csv"
 
 
 def view_files() -> dict[str, str]:
