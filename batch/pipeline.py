@@ -3,7 +3,6 @@ executor, finalize (batch/run/finalize.py); `_convert` calls them in order (docs
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -15,7 +14,7 @@ import polars as pl
 
 from batch import reuse
 from batch.errors import OutputError, SourceError
-from batch.incremental import carving, deltas
+from batch.incremental import carving, deltas, history
 from batch.run import executors, task
 from batch.run import finalize as final
 from batch.run.memory import (
@@ -25,7 +24,7 @@ from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
 from batch.output.folder import (
-    Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state, state_unreadable,
+    Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state,
 )
 from batch.sources.base import Unit, batches
 
@@ -125,7 +124,7 @@ def _convert(
     # (and, even with --full, which groups the output holds: those no input provides are kept)
     previous = read_state(out)
     if previous is None and not options.prune:
-        _check_keepable(out)
+        history.check_keepable(out)
     fresh = options.verify or options.full
     known = previous.get("heads") if previous and not fresh else None
     known_events = previous.get("event_heads") if previous and not fresh else None
@@ -202,7 +201,7 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
         for owner in b["groups"]
     }
     if verify and plan.reused:
-        missing |= _unverified(plan, units)
+        missing |= history.unverified(plan, units)
     if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
         # (but for a batch holding kept groups: they cannot be converted again)
         missing |= {owner for b, _ in plan.carved if not plan.kept & b["groups"].keys() for owner in b["groups"]}
@@ -213,7 +212,7 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     keys = carving.session_owners(previous)
     while True:
         if missing:
-            _check_kept(output.out, previous, missing, plan.kept)
+            history.check_kept(output.out, previous, missing, plan.kept)
             state = reuse.without(previous, missing)
             plan = replace(reuse.plan(units, state, **asked), complete=False)
         growing = {} if verify or full else deltas.growing_groups(
@@ -234,7 +233,9 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     # manifest reports of it are the previous run's. The previous manifest was parsed when the output
     # was found to be ours: taken now, else not held while batches are converted.
     imports_key = registry.run_key(found_all.imports)
-    final_reused = plan.complete and previous.get("imports") == imports_key and _present(previous) == set(owners_fp)
+    final_reused = (
+        plan.complete and previous.get("imports") == imports_key and history.present(previous) == set(owners_fp)
+    )
     previous_manifest = output.previous_manifest() if final_reused else None
     forget_manifest()
     used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
@@ -261,7 +262,7 @@ def _take_previous(
         p.growing = {owner: g for owner, g in p.growing.items() if owner not in whole}
     # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
     # group that is still there): named in the manifest with the lines the previous output held
-    p.replaced = _replaced(output, p.state, found, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp)
+    p.replaced = history.replaced(output, p.state, found, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp)
     p.plan = replace(p.plan, units=[u for u in p.plan.units if u.owner not in p.growing])
     # the unchanged groups of a batch that also held changed ones: their rows are carved out of
     # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
@@ -338,7 +339,7 @@ def _finish(
         final.keep_run_rows(output, run_frames)
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
     taken.inputs.sort(key=lambda i: i["path"])
-    reads = _reads(p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at)
+    reads = history.reads(p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at)
     taken.batches.sort(key=lambda b: b["part"])
     summary = _reuse_summary(
         p.previous, p.plan, p.carved, converting, len(taken.inputs), verify=options.verify,
@@ -361,7 +362,7 @@ def _finish(
             found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
             summary,
         )
-        manifest["kept"] = _kept(taken.batches, reads)
+        manifest["kept"] = history.kept(taken.batches, reads)
         manifest["not_converted"] = not_converted
         manifest["replaced"] = p.replaced
     output.write_state({
@@ -501,21 +502,6 @@ class _Taken:
             self.counts[k] = self.counts.get(k, 0) + v
 
 
-def _unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
-    """Owners of the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
-    owners = {owner for batch in plan.reused for owner in batch["groups"]}
-    digests = {}
-    for unit in units:
-        if unit.owner in owners:
-            loaded = unit.load()
-            for stream in loaded.streams:
-                with stream.open() as f:
-                    digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
-            # inputs a source read itself (an Entire transcript.jsonl), hashed as it read them
-            digests.update((i["path"], i.get("sha256")) for i in loaded.inputs)
-    return reuse.unverified(plan.reused, digests, plan.kept)
-
-
 def _check_apart(roots: list[Path], out: Path) -> None:
     """Refuse an output folder that is an input, lies inside one, or holds one: it is replaced on every run."""
     target = out.resolve()
@@ -536,105 +522,6 @@ def _check_apart(roots: list[Path], out: Path) -> None:
 def _now() -> str:
     """This moment in UTC, as the state and the manifest write it (ISO 8601, microseconds)."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _present(state: dict | None) -> set[str] | None:
-    """The groups whose sources the run that wrote `state` found (None when it does not say)."""
-    reads = (state or {}).get("reads")
-    if not isinstance(reads, dict):
-        return None
-    return {o for o, r in reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
-
-
-def _reads(
-    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str
-) -> dict[str, list]:
-    """Per group of the new output: [when its source was last read, whether this run found it].
-    A group converted now was read now; a reused or kept one keeps the time the state records
-    (None when an earlier state did not record it)."""
-    before = (previous or {}).get("reads")
-    before = before if isinstance(before, dict) else {}
-
-    def last(owner: str) -> str | None:
-        r = before.get(owner)
-        return r[0] if isinstance(r, list) and r and isinstance(r[0], str) else None
-
-    reads = {o: [read_at if o in converting else last(o), True] for o in current}
-    reads.update((o, [last(o), False]) for o in kept)
-    return dict(sorted(reads.items()))
-
-
-def _kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
-    """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
-    last read from (the manifest's `inputs` still list them) and when."""
-    gone = {o for o, (_, present) in reads.items() if not present}
-    owner_of = {name: o for b in state_batches for o in gone & b["groups"].keys() for name, *_ in b["groups"][o] or []}
-    paths: dict[str, set[str]] = {}
-    for b in state_batches:
-        for i in b["inputs"]:
-            if i["path"] in owner_of:
-                paths.setdefault(owner_of[i["path"]], set()).add(i["path"])
-    return [
-        {"session_key": o, "source_last_read_at": reads[o][0], "inputs": sorted(paths.get(o, ()))}
-        for o in sorted(gone)
-    ]
-
-
-def _replaced(
-    output: Output, state: dict | None, found: registry.Discovery, owners: set[str], current: dict[str, list | None]
-) -> list[dict]:
-    """The files of the previous output, among the groups `owners` converted again, whose earlier
-    lines are not all in them any more: gone while their group is still there, shorter than
-    before, or whose first bytes (as many as the previous run read) have another SHA-256 than the
-    one recorded. Each with the lines the previous output held of it (`source_lines`)."""
-    if not state or not owners:
-        return []
-    paths = {f.name: f.path for f in found.files}
-    recorded = {i["path"]: i.get("sha256") for b in state.get("batches", []) for i in b["inputs"]}
-    before = {o: fp for b in state.get("batches", []) for o, fp in b["groups"].items() if o in owners}
-    found_replaced = {}
-    for owner, fp in sorted(before.items()):
-        if current.get(owner) is None:
-            continue
-        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list) and len(e) == 4}
-        for entry in fp or []:
-            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int)):
-                continue  # a Git object or an events file: not a file read by its bytes
-            name, size = entry[0], entry[1]
-            if name not in now:
-                found_replaced[name] = "gone"
-            elif now[name][1] < size:
-                found_replaced[name] = "rewritten"
-            elif now[name][:3] != entry[:3] and paths.get(name) is not None:
-                if recorded.get(name) is None or _prefix_sha256(paths[name], size) != recorded[name]:
-                    found_replaced[name] = "rewritten"
-    if not found_replaced:
-        return []
-    lines = dict(
-        pl.scan_parquet(output.out / "source_lines" / "*.parquet")
-        .filter(pl.col("source_file").is_in(list(found_replaced)))
-        .group_by("source_file").len().collect().iter_rows()
-    ) if (output.out / "source_lines").is_dir() else {}
-    return [
-        {"path": name, "reason": reason, "lines_before": int(lines.get(name, 0))}
-        for name, reason in sorted(found_replaced.items()) if lines.get(name)
-    ]
-
-
-def _prefix_sha256(path: Path, size: int) -> str | None:
-    """The SHA-256 of the first `size` bytes of a file; None when it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as f:
-            while size > 0:
-                block = f.read(min(size, 1 << 20))
-                if not block:
-                    return None
-                digest.update(block)
-                size -= len(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
 
 
 def _too_large(
@@ -662,28 +549,5 @@ def _too_large(
     skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
                    for name in files)
     return {"session_key": owner, "bytes": size, "files": files, "error": error}
-
-
-def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
-    """Refuse a run that would have to convert again groups whose sources are gone (their batch's
-    parts were removed by hand, or its rows cannot be told apart by group)."""
-    lost = reuse.spread(previous.get("batches", []), missing) & kept
-    if lost:
-        raise OutputError(
-            f"{out}: the part files holding {len(lost)} sessions whose sources are gone (such as {min(lost)}) are "
-            "missing or do not match its _reuse.json, and those sessions cannot be converted again. Restore the "
-            "output's files, or convert again with --prune to drop the sessions whose sources are gone."
-        )
-
-
-def _check_keepable(out: Path) -> None:
-    """Refuse to replace an output of ours whose reuse state this version cannot read: the sessions
-    it holds whose sources are gone could not be kept."""
-    if state_unreadable(out):
-        raise OutputError(
-            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version, so the "
-            "sessions it holds whose sources are gone cannot be kept. Convert into a new --out, or convert again "
-            "with --prune to rebuild it from the current inputs only."
-        )
 
 

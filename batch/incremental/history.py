@@ -1,0 +1,155 @@
+"""What a re-run says and checks of the previous output's session groups: the groups whose
+sources it found (`present`), when each group's source was last read (`reads`, the state's and
+`sessions.source_last_read_at`), the groups kept with their inputs (`kept`), the files whose earlier
+lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and the refusals that
+keep a run from losing kept groups (`check_kept`, `check_keepable`)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+
+from batch import reuse
+from batch.errors import OutputError
+from batch.output.folder import Output, state_unreadable
+from batch.sources.base import Unit
+from batch.sources.registry import Discovery
+
+
+def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
+    """Owners of the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
+    owners = {owner for batch in plan.reused for owner in batch["groups"]}
+    digests = {}
+    for unit in units:
+        if unit.owner in owners:
+            loaded = unit.load()
+            for stream in loaded.streams:
+                with stream.open() as f:
+                    digests[stream.name] = hashlib.file_digest(f, "sha256").hexdigest()
+            # inputs a source read itself (an Entire transcript.jsonl), hashed as it read them
+            digests.update((i["path"], i.get("sha256")) for i in loaded.inputs)
+    return reuse.unverified(plan.reused, digests, plan.kept)
+
+
+def present(state: dict | None) -> set[str] | None:
+    """The groups whose sources the run that wrote `state` found (None when it does not say)."""
+    reads = (state or {}).get("reads")
+    if not isinstance(reads, dict):
+        return None
+    return {o for o, r in reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
+
+
+def reads(
+    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str
+) -> dict[str, list]:
+    """Per group of the new output: [when its source was last read, whether this run found it].
+    A group converted now was read now; a reused or kept one keeps the time the state records
+    (None when an earlier state did not record it)."""
+    before = (previous or {}).get("reads")
+    before = before if isinstance(before, dict) else {}
+
+    def last(owner: str) -> str | None:
+        r = before.get(owner)
+        return r[0] if isinstance(r, list) and r and isinstance(r[0], str) else None
+
+    reads = {o: [read_at if o in converting else last(o), True] for o in current}
+    reads.update((o, [last(o), False]) for o in kept)
+    return dict(sorted(reads.items()))
+
+
+def kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
+    """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
+    last read from (the manifest's `inputs` still list them) and when."""
+    gone = {o for o, (_, present) in reads.items() if not present}
+    owner_of = {name: o for b in state_batches for o in gone & b["groups"].keys() for name, *_ in b["groups"][o] or []}
+    paths: dict[str, set[str]] = {}
+    for b in state_batches:
+        for i in b["inputs"]:
+            if i["path"] in owner_of:
+                paths.setdefault(owner_of[i["path"]], set()).add(i["path"])
+    return [
+        {"session_key": o, "source_last_read_at": reads[o][0], "inputs": sorted(paths.get(o, ()))}
+        for o in sorted(gone)
+    ]
+
+
+def replaced(
+    output: Output, state: dict | None, found: Discovery, owners: set[str], current: dict[str, list | None]
+) -> list[dict]:
+    """The files of the previous output, among the groups `owners` converted again, whose earlier
+    lines are not all in them any more: gone while their group is still there, shorter than
+    before, or whose first bytes (as many as the previous run read) have another SHA-256 than the
+    one recorded. Each with the lines the previous output held of it (`source_lines`)."""
+    if not state or not owners:
+        return []
+    paths = {f.name: f.path for f in found.files}
+    recorded = {i["path"]: i.get("sha256") for b in state.get("batches", []) for i in b["inputs"]}
+    before = {o: fp for b in state.get("batches", []) for o, fp in b["groups"].items() if o in owners}
+    found_replaced = {}
+    for owner, fp in sorted(before.items()):
+        if current.get(owner) is None:
+            continue
+        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list) and len(e) == 4}
+        for entry in fp or []:
+            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int)):
+                continue  # a Git object or an events file: not a file read by its bytes
+            name, size = entry[0], entry[1]
+            if name not in now:
+                found_replaced[name] = "gone"
+            elif now[name][1] < size:
+                found_replaced[name] = "rewritten"
+            elif now[name][:3] != entry[:3] and paths.get(name) is not None:
+                if recorded.get(name) is None or prefix_sha256(paths[name], size) != recorded[name]:
+                    found_replaced[name] = "rewritten"
+    if not found_replaced:
+        return []
+    lines = dict(
+        pl.scan_parquet(output.out / "source_lines" / "*.parquet")
+        .filter(pl.col("source_file").is_in(list(found_replaced)))
+        .group_by("source_file").len().collect().iter_rows()
+    ) if (output.out / "source_lines").is_dir() else {}
+    return [
+        {"path": name, "reason": reason, "lines_before": int(lines.get(name, 0))}
+        for name, reason in sorted(found_replaced.items()) if lines.get(name)
+    ]
+
+
+def prefix_sha256(path: Path, size: int) -> str | None:
+    """The SHA-256 of the first `size` bytes of a file; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while size > 0:
+                block = f.read(min(size, 1 << 20))
+                if not block:
+                    return None
+                digest.update(block)
+                size -= len(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
+    """Refuse a run that would have to convert again groups whose sources are gone (their batch's
+    parts were removed by hand, or its rows cannot be told apart by group)."""
+    lost = reuse.spread(previous.get("batches", []), missing) & kept
+    if lost:
+        raise OutputError(
+            f"{out}: the part files holding {len(lost)} sessions whose sources are gone (such as {min(lost)}) are "
+            "missing or do not match its _reuse.json, and those sessions cannot be converted again. Restore the "
+            "output's files, or convert again with --prune to drop the sessions whose sources are gone."
+        )
+
+
+def check_keepable(out: Path) -> None:
+    """Refuse to replace an output of ours whose reuse state this version cannot read: the sessions
+    it holds whose sources are gone could not be kept."""
+    if state_unreadable(out):
+        raise OutputError(
+            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version, so the "
+            "sessions it holds whose sources are gone cannot be kept. Convert into a new --out, or convert again "
+            "with --prune to rebuild it from the current inputs only."
+        )
