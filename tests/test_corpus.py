@@ -236,13 +236,13 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
     # written a slice of its rows at a time. With slices of 4 KiB for the reads (thousands, and
     # lines longer than one), 512 KiB for the statements and 64 KiB for the writes, every file of
     # the corpus's output is the same, row for row and in order, with the same Parquet schema
-    from batch import write
+    from batch.output import parts as output_parts
     from batch.formats import claude_code, lines
 
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
     monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 1 << 19)
     monkeypatch.setattr(claude_code, "PART_SLICE_BYTES", 1 << 19)
-    monkeypatch.setattr(write, "WRITE_SLICE_BYTES", 1 << 16)
+    monkeypatch.setattr(output_parts, "WRITE_SLICE_BYTES", 1 << 16)
     calls = defaultdict(int)
     frame, split = claude_code.sql.frame, lines._slice_lines
 

@@ -17,6 +17,7 @@ import pytest
 import batch
 import batch.pipeline
 import batch.output.folder
+import batch.run.finalize
 from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
@@ -266,7 +267,7 @@ def test_an_interrupted_incremental_run_leaves_the_previous_output_intact(sample
     def fail(*args, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(batch.pipeline, "_finalize", fail)
+    monkeypatch.setattr(batch.run.finalize, "finalize", fail)
     with pytest.raises(KeyboardInterrupt):
         batch.convert([sample], out, batch_bytes=1)
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}

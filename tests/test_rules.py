@@ -15,6 +15,7 @@ from polars.testing import assert_frame_equal
 import batch
 import batch.formats.claude_code
 import batch.pipeline
+import batch.run.finalize
 import batch.run.task
 from batch.errors import OutputError, SourceError
 from batch.reuse import part_id
@@ -895,7 +896,7 @@ def test_failed_conversion_leaves_previous_output_intact(src, out, monkeypatch, 
     def boom(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(batch.pipeline, "_finalize", boom)
+    monkeypatch.setattr(batch.run.finalize, "finalize", boom)
     with pytest.raises(type(exc), match=match):
         batch.convert([src], out)
 

@@ -132,7 +132,7 @@ def prefix_sha256(path: Path, size: int) -> str | None:
     return digest.hexdigest()
 
 
-def _check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
+def check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
     """Refuse a run that would have to convert again groups whose sources are gone (their batch's
     parts were removed by hand, or its rows cannot be told apart by group)."""
     lost = reuse.spread(previous.get("batches", []), missing) & kept
