@@ -12,7 +12,6 @@ part's rows per group, never the rows themselves.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,10 +48,6 @@ class Task:
     def owners(self) -> list[str]:
         return sorted({u.owner for u in self.units})
 
-    @property
-    def size(self) -> int:
-        return sum(u.size for u in self.units)
-
 
 @dataclass
 class TaskResult:
@@ -81,14 +76,12 @@ class Converted:
 
 
 _STOP = Stop()  # a task run in a process of its own is stopped by ending the process
-_hashers: dict[int, Executor] = {}
-_hashers_lock = threading.Lock()
+# files are hashed on one more thread per process, shared by the batches it runs (started when first used)
+_HASHER = ThreadPoolExecutor(1, thread_name_prefix="asr-hash")
 
 
 def _hasher() -> Executor:
-    """Files are hashed on one more thread per process, shared by the batches it runs."""
-    with _hashers_lock:
-        return _hashers.setdefault(0, ThreadPoolExecutor(1, thread_name_prefix="asr-hash"))
+    return _HASHER
 
 
 def run(task: Task, stop: Stop | None = None) -> TaskResult:
