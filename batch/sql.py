@@ -38,7 +38,7 @@ def sql_dir() -> Path:
 
 
 # The folders of the relations' files, by the stage that runs them: `batch` in each batch's task
-# (formats/claude_code.py, formats/entire_events.py), `final` in the final stage (run/finalize.py).
+# (formats/claude_code/, formats/entire_events.py), `final` in the final stage (run/finalize.py).
 # A relation's name is its file's name, unique across the stages. sql/views/ (the catalog's views)
 # and sql/macros/ (defined on every connection) are read apart.
 STAGES = ("batch", "final")
@@ -230,7 +230,7 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     references to them), then make DuckDB return the memory it keeps for reuse, and end a `hold`."""
     for name, kind in _relations(con, "temporary"):
         con.execute(f'drop {kind} if exists "{name}"')
-    # a store's limit (formats/store.py) ends with it; this flushes too
+    # a store's limit (formats/claude_code/store.py) ends with it; this flushes too
     limit = memory_limit(con)
     con.execute("reset memory_limit" if limit is None else f"set memory_limit = '{limit >> 20} MiB'")
     unhold()

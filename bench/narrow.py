@@ -14,7 +14,7 @@ and its result's call IDs, queue-operation contents and reasons) and the record 
 values the plan adds later are not computed by the converter yet and are not counted. `text_head` is
 counted only where it starts with `<bash-` (shell calls), as the plan keeps it. Also prints the size
 of the narrow frame the converter builds in pass 1 and reads in its narrow stage
-(`narrow_observations`: claude_code.NARROW_COLUMNS and ord). The frames are taken by wrapping three
+(`narrow_observations`: claude_code.pass1.NARROW_COLUMNS and ord). The frames are taken by wrapping three
 functions of the converter (batch.sql.register, batch.sql.view and batch.sql.materialize); the
 conversion's own output is unchanged.
 """

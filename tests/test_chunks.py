@@ -1,11 +1,11 @@
-"""The chunks of pass 2 (claude_code.chunk_ends): contiguous ranges of ord, cut between lines only and
+"""The chunks of pass 2 (claude_code.pass2.chunk_ends): contiguous ranges of ord, cut between lines only and
 never inside a record's span of live observations."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from batch.formats.claude_code import chunk_ends
+from batch.formats.claude_code.pass2 import chunk_ends
 
 # ten observations of 10 bytes each: ords 3 and 4 are two objects recovered from one line (file 0,
 # line 3); a record's live observations span ords 5 to 9 (across lines and files, as a message.id

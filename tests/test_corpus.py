@@ -232,19 +232,21 @@ def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versio
 def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # a large batch runs in slices: its streams are read in slices of whole lines (formats/lines.py),
     # the slices gathered into chunks of pass 1 (each decoded, recovered and classified alone:
-    # claude_code._pass1), parts.sql run over slices of its records, and a part is
+    # claude_code.pass1.decode), parts.sql run over slices of its records, and a part is
     # written a slice of its rows at a time. With slices of 4 KiB for the reads (thousands, and
     # lines longer than one), 512 KiB for the statements and 64 KiB for the writes, every file of
     # the corpus's output is the same, row for row and in order, with the same Parquet schema
+    from batch import sql
+    from batch.formats import lines
+    from batch.formats.claude_code import pass1, pass2
     from batch.output import parts as output_parts
-    from batch.formats import claude_code, lines
 
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
-    monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 1 << 19)
-    monkeypatch.setattr(claude_code, "PART_SLICE_BYTES", 1 << 19)
+    monkeypatch.setattr(pass1, "OBSERVE_SLICE_BYTES", 1 << 19)
+    monkeypatch.setattr(pass2, "PART_SLICE_BYTES", 1 << 19)
     monkeypatch.setattr(output_parts, "WRITE_SLICE_BYTES", 1 << 16)
     calls = defaultdict(int)
-    frame, split = claude_code.sql.frame, lines._slice_lines
+    frame, split = sql.frame, lines._slice_lines
 
     def counted(con, name, *args, **kwargs):
         calls[name] += 1
@@ -254,15 +256,15 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
         calls["read"] += 1
         return split(*args)
 
-    recover = claude_code.recover
+    recover = pass1.recover
 
     def counted_recover(*args):
         calls["chunk"] += 1  # once per chunk of pass 1
         return recover(*args)
 
-    monkeypatch.setattr(claude_code.sql, "frame", counted)
+    monkeypatch.setattr(sql, "frame", counted)
     monkeypatch.setattr(lines, "_slice_lines", counted_split)
-    monkeypatch.setattr(claude_code, "recover", counted_recover)
+    monkeypatch.setattr(pass1, "recover", counted_recover)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
     assert calls["read"] > 1000 and calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
@@ -279,14 +281,15 @@ def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pyt
 
 def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # pass 2 of the core (records_full, parts, source_lines, number_faults, rejects) runs once per
-    # chunk of a batch's observations (claude_code.chunk_ends). With chunks of 256 KiB of JSON text
+    # chunk of a batch's observations (claude_code.pass2.chunk_ends). With chunks of 256 KiB of JSON text
     # (the corpus's sessions are up to 3 MiB: many chunks per session, records and lines cut apart
     # wherever allowed), every file of the corpus's output is the same, row for row and in order
-    from batch.formats import claude_code
+    from batch import sql
+    from batch.formats.claude_code import converter, narrow
 
-    monkeypatch.setattr(claude_code, "PASS2_CHUNK_BYTES", 1 << 18)
+    monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
     calls = defaultdict(int)
-    frame, chunk_ends = claude_code.sql.frame, claude_code.chunk_ends
+    frame, chunk_ends = sql.frame, narrow.chunk_ends
     chunks = []
 
     sessions_of_chunks = []
@@ -303,8 +306,8 @@ def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatc
         chunks.append(ends)
         return ends
 
-    monkeypatch.setattr(claude_code.sql, "frame", counted)
-    monkeypatch.setattr(claude_code, "chunk_ends", kept)
+    monkeypatch.setattr(sql, "frame", counted)
+    monkeypatch.setattr(narrow, "chunk_ends", kept)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
     # records_full, number_faults and source_lines ran once per chunk, more than 60 chunks in all
@@ -325,15 +328,15 @@ def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatc
 
 
 def test_a_store_changes_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # a batch larger than STORE_BYTES keeps its wide rows in a store (formats/store.py): its decoded
+    # a batch larger than STORE_BYTES keeps its wide rows in a store (claude_code/store.py): its decoded
     # observations, and its records, parts and source lines of each chunk of pass 2, go to Parquet
     # files as they are made, the statements read them as views, and the output tables are read back
     # a piece at a time (merged from the chunks' runs). With every batch stored, chunks of 256 KiB and
     # pieces of 64 KiB, every file of the corpus's output is the same, row for row and in order
-    from batch.formats import claude_code, store
+    from batch.formats.claude_code import converter, store
 
-    monkeypatch.setattr(claude_code, "STORE_BYTES", 0)
-    monkeypatch.setattr(claude_code, "PASS2_CHUNK_BYTES", 1 << 18)
+    monkeypatch.setattr(converter, "STORE_BYTES", 0)
+    monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
     monkeypatch.setattr(store, "MERGE_BYTES", 1 << 16)
     appended, folders = defaultdict(int), []
     append, init = store.Store.append, store.Store.__init__
@@ -362,22 +365,22 @@ def test_a_store_changes_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: p
 def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    # observation_index reads the narrow frame of pass 1 (claude_code.NARROW_COLUMNS and ord): no
+    # observation_index reads the narrow frame of pass 1 (claude_code.pass1.NARROW_COLUMNS and ord): no
     # JSON text, content or line text. Over the corpus (inline sidechains and agent_progress-rebuilt
     # subagents included), the index it gives equals the index the same statement gives over the
     # whole classified observations, row by row
     from batch import sql
-    from batch.formats import claude_code
+    from batch.formats.claude_code.pass1 import NARROW_COLUMNS
 
     wide = {"json", "content", "top_content", "tool_use_result", "text", "raw", "text_head"}
-    assert not wide & set(claude_code.NARROW_COLUMNS)
-    materialize = claude_code.sql.materialize
+    assert not wide & set(NARROW_COLUMNS)
+    materialize = sql.materialize
     seen: list[pl.DataFrame] = []
 
     def checked(con, name, *args, **kwargs):
         if name == "observation_index":
             narrow = con.table("narrow_observations").pl()
-            assert narrow.columns == [*claude_code.NARROW_COLUMNS, "ord"]
+            assert narrow.columns == [*NARROW_COLUMNS, "ord"]
             from_narrow = sql.frame(con, "observation_index").sort("ord")
             con.unregister("narrow_observations")
             sql.register(con, "narrow_observations", con.table("classified").pl())
@@ -388,7 +391,7 @@ def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations
             seen.append(narrow)
         return materialize(con, name, *args, **kwargs)
 
-    monkeypatch.setattr(claude_code.sql, "materialize", checked)
+    monkeypatch.setattr(sql, "materialize", checked)
     batch.convert([CORPUS], tmp_path / "out")
     narrow = pl.concat(seen)
     assert (narrow.get_column("stream_kind") == "sidechain").any()  # split in the narrow frame

@@ -43,11 +43,11 @@ def small(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 @pytest.mark.parametrize("stored", [False, True], ids=["frames", "store"])
 def test_elided_strings_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch, small, stored):
-    if stored:  # every batch through the store (formats/store.py), its tables read back a piece at a time
-        from batch.formats import claude_code, store
+    if stored:  # every batch through the store (claude_code/store.py), its tables read back a piece at a time
+        from batch.formats.claude_code import converter, store
 
-        monkeypatch.setattr(claude_code, "STORE_BYTES", 0)
-        monkeypatch.setattr(claude_code, "PASS2_CHUNK_BYTES", 1 << 18)
+        monkeypatch.setattr(converter, "STORE_BYTES", 0)
+        monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
         monkeypatch.setattr(store, "MERGE_BYTES", 1 << 16)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)

@@ -102,8 +102,8 @@ def test_claude_code_full_jsonl_goes_through_the_claude_code_converter(converted
 
 def test_subagent_under_tasks_is_a_stream_spawned_by_the_tool_use(converted):
     _, out = converted
-    (row,) = sql(out, f"select session_key, stream_kind, parent_session_key, content_level, meta from sessions "
-                      f"where stream_kind = 'subagent'")
+    (row,) = sql(out, "select session_key, stream_kind, parent_session_key, content_level, meta from sessions "
+                      "where stream_kind = 'subagent'")
     assert row[:4] == (f"{S1}/a1b2", "subagent", S1, "redacted")
     assert json.loads(row[4]) == {"io.entire/checkpoint": "c0ffee000001", "io.entire/tool_use_id": "toolu_01ABC"}
     assert sql(out, "select session_key, relation, parent_session_key, call_id, evidence, evidence_detail from lineage") == [
@@ -239,13 +239,13 @@ def test_all_checkpoints_write_shared_records_once(scenario, converted, tmp_path
     batch.convert([scenario["work"]], out, all_checkpoints=True)
     query = f"select record_id, seq, source_line from records where session_key = '{S1}' order by seq"
     assert sql(out, query) == sql(newest, query)  # the older checkpoint's 6 lines are the same records
-    assert sql(out, f"select count(*) from records group by record_id having count(*) > 1") == []
+    assert sql(out, "select count(*) from records group by record_id having count(*) > 1") == []
     assert sql(out, f"select checkpoint_id, is_selected, checkpoint_transcript_start from checkpoint_sessions "
                     f"where session_key = '{S1}' order by checkpoint_id") == [
         ("4c02af2759b6", True, None), ("c0ffee000001", True, 6)]
     # which records each checkpoint covered: the newest from line 7 (checkpoint_transcript_start 6, 0-based)
-    assert sql(out, f"select count(*) from records r join checkpoint_sessions c on c.session_key = r.session_key "
-                    f"where c.checkpoint_id = 'c0ffee000001' and r.source_line > c.checkpoint_transcript_start") == [(3,)]
+    assert sql(out, "select count(*) from records r join checkpoint_sessions c on c.session_key = r.session_key "
+                    "where c.checkpoint_id = 'c0ffee000001' and r.source_line > c.checkpoint_transcript_start") == [(3,)]
 
 
 def test_diverging_checkpoint_is_a_loss(tmp_path):

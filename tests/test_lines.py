@@ -18,6 +18,7 @@ from polars.testing import assert_frame_equal
 
 from batch import sql
 from batch.formats import claude_code, lines
+from batch.formats.claude_code import pass1
 from batch.formats.lines import BOM, LINE_SCHEMA, read_lines
 from batch.sources.base import Stream
 from batch.sources.claude_code import discover
@@ -208,7 +209,7 @@ def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch
     # the converter decodes each read slice as it comes (pass 1): the lines of a stream that fails
     # after some of its slices went through leave no row, as when it cannot be read at all
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 256)
-    monkeypatch.setattr(claude_code, "OBSERVE_SLICE_BYTES", 512)  # a chunk of pass 1: two read slices at most
+    monkeypatch.setattr(pass1, "OBSERVE_SLICE_BYTES", 512)  # a chunk of pass 1: two read slices at most
 
     def text(session: str, n: int) -> bytes:
         return b"".join(
@@ -221,14 +222,14 @@ def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch
 
     good, bad = text("s1", 5), text("s2", 20)
     chunks = 0
-    recover = claude_code.recover
+    recover = pass1.recover
 
     def counted(*args):
         nonlocal chunks
         chunks += 1  # once per chunk of pass 1
         return recover(*args)
 
-    monkeypatch.setattr(claude_code, "recover", counted)
+    monkeypatch.setattr(pass1, "recover", counted)
 
     def convert(fail_at: int):
         con = duckdb.connect()

@@ -11,6 +11,7 @@ from polars.testing import assert_frame_equal
 
 import batch
 from batch import sql
+from batch.formats.claude_code.pass1 import NARROW_COLUMNS
 from conftest import CORPUS
 
 REGISTRY = Path(__file__).parent / "fixtures" / "registry" / "core"
@@ -28,9 +29,7 @@ def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list
     """Convert `src`; for each batch, the record table the conversion used, which read the narrow
     frame (`narrow_observations`: NARROW_COLUMNS and ord, no wide column), and the one the same
     statement gives when it reads the whole classified observations instead."""
-    from batch.formats import claude_code
-
-    register, materialize = claude_code.sql.register, claude_code.sql.materialize
+    register, materialize = sql.register, sql.materialize
     registered: dict[str, pl.DataFrame] = {}
     tables = []
 
@@ -43,15 +42,15 @@ def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list
         if name == "record_table":
             used = con.table("record_table").pl()
             narrow = registered["narrow_observations"]
-            assert narrow.columns == [*claude_code.NARROW_COLUMNS, "ord"]
+            assert narrow.columns == [*NARROW_COLUMNS, "ord"]
             assert not set(wide_columns()) & set(narrow.columns)
             register(con, "narrow_observations", registered["classified"])
             whole = sql.frame(con, "record_table")
             register(con, "narrow_observations", narrow)
             tables.append((used, whole))
 
-    monkeypatch.setattr(claude_code.sql, "register", kept)
-    monkeypatch.setattr(claude_code.sql, "materialize", compared)
+    monkeypatch.setattr(sql, "register", kept)
+    monkeypatch.setattr(sql, "materialize", compared)
     batch.convert([src], out)
     assert tables
     return tables

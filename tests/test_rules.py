@@ -914,7 +914,7 @@ def test_failure_in_a_batch_step_leaves_no_temp_folder(src, out, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("classify failed")
 
-    monkeypatch.setattr(batch.formats.claude_code, "classify", boom)
+    monkeypatch.setattr(batch.formats.claude_code.pass1, "classify", boom)
     with pytest.raises(RuntimeError, match="classify failed"):
         batch.convert([src], out)
     assert not out.exists()
@@ -924,14 +924,14 @@ def test_failure_in_a_batch_step_leaves_no_temp_folder(src, out, monkeypatch):
 def test_failure_in_one_of_concurrent_batches_stops_the_run_and_leaves_nothing(src, out, monkeypatch):
     for n, sid in enumerate((SID, SID2, "33333333-3333-4333-8333-333333333333")):
         write_jsonl(src / f"{sid}.jsonl", [user(uid(n), None, "hello", sid=sid)])
-    real = batch.formats.claude_code.classify
+    real = batch.formats.claude_code.pass1.classify
 
     def fail_on_second(observations):
         if SID2 in observations.get_column("session_key").to_list():
             raise RuntimeError("classify failed")
         return real(observations)
 
-    monkeypatch.setattr(batch.formats.claude_code, "classify", fail_on_second)
+    monkeypatch.setattr(batch.formats.claude_code.pass1, "classify", fail_on_second)
     with pytest.raises(RuntimeError, match="classify failed"):
         batch.convert([src], out, batch_bytes=1, workers=2)
     assert not out.exists()

@@ -28,9 +28,7 @@ def session_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     """Convert `src`; for each batch and session table, the table the conversion used, and the one the
     same statement gives when `classified` has no wide column and no records or parts are registered
     (a statement reading one fails by its name). Also the batch's tool_calls."""
-    from batch.formats import claude_code
-
-    register, materialize = claude_code.sql.register, claude_code.sql.materialize
+    register, materialize = sql.register, sql.materialize
     registered: dict[str, pl.DataFrame] = {}
     tables: dict[str, list] = {name: [] for name in (*SESSION_TABLES, "tool_calls")}
 
@@ -55,8 +53,8 @@ def session_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
                 register(con, text, registered[text])
             tables[name].append((used, narrow))
 
-    monkeypatch.setattr(claude_code.sql, "register", kept)
-    monkeypatch.setattr(claude_code.sql, "materialize", compared)
+    monkeypatch.setattr(sql, "register", kept)
+    monkeypatch.setattr(sql, "materialize", compared)
     batch.convert([src], out)
     return tables
 

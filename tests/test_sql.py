@@ -11,7 +11,7 @@ from conftest import SID, TEXT, assistant, uid, user, write_jsonl
 
 import batch
 from batch import sql
-from batch.formats import claude_code
+from batch.formats.claude_code import pass2
 from batch.errors import SqlError
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
@@ -227,7 +227,7 @@ def test_a_batch_that_fails_after_its_hold_lets_the_others_run(monkeypatch, tmp_
         assert not _free_elsewhere()  # held here
         raise ZeroDivisionError
 
-    monkeypatch.setattr(claude_code, "_tool_calls", failing)
+    monkeypatch.setattr(pass2, "tool_calls", failing)
     with pytest.raises(ZeroDivisionError):
         batch.convert([folder], tmp_path / "out")
     # taken by this thread, alive throughout (a new thread can have the ident of the batch's, ended)

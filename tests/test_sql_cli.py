@@ -16,7 +16,6 @@ import pytest
 
 import batch
 from batch.output.catalog import refresh_catalog
-from batch.cli import main
 from conftest import SID, TEXT, assistant, tool_result, tool_use, uid, user, write_jsonl
 from test_cli import assert_one_error_line, invoke
 

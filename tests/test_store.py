@@ -1,4 +1,4 @@
-"""The store of a large batch's wide rows (batch/formats/store.py): Parquet files read back as views,
+"""The store of a large batch's wide rows (batch/formats/claude_code/store.py): Parquet files read back as views,
 in pieces, and merged from sorted runs."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from batch.formats import store as store_module
-from batch.formats.store import Store
+from batch.formats.claude_code import store as store_module
+from batch.formats.claude_code.store import Store
 
 
 @pytest.fixture
@@ -101,14 +101,15 @@ def test_a_store_limits_duckdb_memory_until_release(con):
 
 
 def converted(files, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
-    """claude_code.convert of `files` with the module constants given, each table as one frame."""
+    """claude_code.convert of `files` with the constants of claude_code.converter given, each table as one frame."""
     from batch import sql
     from batch.formats import claude_code
+    from batch.formats.claude_code import converter
 
-    saved = {name: getattr(claude_code, name) for name in constants}
+    saved = {name: getattr(converter, name) for name in constants}
     try:
         for name, value in constants.items():
-            setattr(claude_code, name, value)
+            setattr(converter, name, value)
         con = duckdb.connect()
         con.execute("set temp_directory = $path", {"path": tempfile.mkdtemp()})
         sql.define_macros(con)
@@ -120,7 +121,7 @@ def converted(files, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
         return tables, result.inputs, result.skipped
     finally:
         for name, value in saved.items():
-            setattr(claude_code, name, value)
+            setattr(converter, name, value)
 
 
 def test_hostile_streams_convert_alike_with_a_store():

@@ -13,7 +13,7 @@ class Converted:
     """What a format made of a batch's streams."""
 
     # output tables and work tables (batch/schema/work.py), by name: a frame, or the frames of a table
-    # read back from a store (formats/store.py) a piece at a time
+    # read back from a store (formats/claude_code/store.py) a piece at a time
     tables: dict[str, pl.DataFrame | Iterable[pl.DataFrame]]
     inputs: list[dict] = field(default_factory=list)  # manifest inputs, one per stream read
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of streams that could not be read

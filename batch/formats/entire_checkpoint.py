@@ -34,7 +34,6 @@ from batch.formats.entire_metadata import (
 )
 from batch.formats.entire_transcript import SOURCE_FORMAT, read_etf
 from batch.formats.rows import dump_json, to_frame
-from batch.schema.entire import TABLES as RUN_TABLES
 from batch.schema.workspace import USAGE_SUMMARIES, VCS_EVENTS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit

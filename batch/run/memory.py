@@ -13,8 +13,8 @@ import duckdb
 import pyarrow as pa
 
 from batch import sql
-from batch.formats import claude_code
-from batch.formats.store import STORE_MEMORY
+from batch.formats.claude_code import converter
+from batch.formats.claude_code.store import STORE_MEMORY
 from batch.sources.base import Unit
 from batch.transforms import elide
 
@@ -25,7 +25,7 @@ from batch.transforms import elide
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
-# memory; a session larger than claude_code.STORE_BYTES keeps its wide rows in a store, and peaks
+# memory; a session larger than converter.STORE_BYTES keeps its wide rows in a store, and peaks
 # at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,082 to 1,197
 # and 1,716 to 1,810 MiB (docs/decisions/007-one-large-session.md); the estimates keep a margin above.
 BATCH_MEMORY_BASE = 128 << 20
@@ -50,13 +50,13 @@ def large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit
         if available is not None and memory > available else ""
     )
     stored = (
-        f" A session of more than {claude_code.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
+        f" A session of more than {converter.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
         f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
         f"{largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
         f"{elide.ELIDE_CHARS >> 20} MiB or more (a file read back, an image: those convert at any length): such a "
         "line is then rejected (rejects line_too_long, its bytes kept), the rest of its session converts, and the "
         "run goes on."
-        if biggest > claude_code.STORE_BYTES else ""
+        if biggest > converter.STORE_BYTES else ""
     )
     return (
         f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
@@ -79,7 +79,7 @@ def size_text(n: int) -> str:
 
 def large_session_memory(size: int) -> int:
     """Peak memory, about, of converting one session group of `size` bytes alone."""
-    if size > claude_code.STORE_BYTES:
+    if size > converter.STORE_BYTES:
         return STORED_MEMORY_BASE + size
     return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
 
@@ -103,7 +103,7 @@ def default_workers() -> int:
 
 def connect(workers: int = 1, *, spill: Path, memory: int | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    if memory is not None:  # --memory-mb: the batch's limit, and a store's (formats/store.py)
+    if memory is not None:  # --memory-mb: the batch's limit, and a store's (formats/claude_code/store.py)
         sql.set_memory_limit(con, memory)
     # The CLI draws its own progress bar; DuckDB's would interleave with it.
     con.execute("set enable_progress_bar = false")

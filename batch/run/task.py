@@ -115,7 +115,7 @@ def convert_batch(
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)
     with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
-        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code.py)
+        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code/pass1.py)
             sql.set_max_line(con, max_line)
         fault("batch", stop.event)
         return convert_on(con, units, output, index, tool_result_files, hasher)

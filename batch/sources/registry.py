@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from batch.formats import claude_code, entire_checkpoint, entire_events
+from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
 from batch.sources.claude_code import Discovery
 from batch.sources.claude_code import discover as discover_files
@@ -26,7 +27,7 @@ from batch.sources.git import is_repository
 # A converter turns the streams of one batch into frames of the output and work tables.
 FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
-RUN_TABLES = entire_checkpoint.RUN_TABLES
+RUN_TABLES = ENTIRE_TABLES
 
 
 @dataclass

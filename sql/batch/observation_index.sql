@@ -1,6 +1,6 @@
 -- observation_index: one row per observation (keyed by ord), with the record it goes into and its
 -- line status. It reads the narrow frame of the observations (`narrow_observations`, the columns
--- NARROW_COLUMNS of batch/formats/claude_code.py names, with ord): no JSON text, which stays in
+-- NARROW_COLUMNS of batch/formats/claude_code/pass1.py names, with ord): no JSON text, which stays in
 -- `classified` and is joined back by ord (observation_keys.sql); its hash (json_hash) was taken
 -- where the line was decoded (observations.sql).
 -- Position basis (registry entry): keep the latest observation of each repeated uuid at the
@@ -10,7 +10,7 @@
 -- turn or exit: a line repeating the previous value of its type is not a change, so it folds
 -- into the record of the line that set the value (registry entry, Repeated metadata).
 -- `ord` is the observation's position in the batch (file_rank, file_idx, line, sub nulls first),
--- numbered from 1 by the pipeline (batch/formats/claude_code.py): unique, and the key by which
+-- numbered from 1 by the narrow stage (batch/formats/claude_code/narrow.py): unique, and the key by which
 -- every statement joins an observation's columns.
 -- reads: narrow_observations
 with ordered as (

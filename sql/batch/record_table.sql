@@ -9,7 +9,7 @@
 -- each line was decoded (observations.sql). So it can run on the narrow columns of a whole session
 -- before its records are converted a part at a time (docs/decisions/005-chunked-sessions.md):
 -- it reads the narrow frame of the observations (`narrow_observations`, NARROW_COLUMNS of
--- batch/formats/claude_code.py with ord), which holds no wide column.
+-- batch/formats/claude_code/pass1.py with ord), which holds no wide column.
 -- reads: batch_files, narrow_observations, observation_index
 with live as (
     select

@@ -25,7 +25,6 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from batch import sql
-from batch.output.parts import WRITE_SLICE_BYTES
 
 # DuckDB's memory limit while a store is open, so that its sorts and joins over the stored tables
 # spill to the temporary directory instead of holding them (sql.release resets it).
@@ -118,3 +117,55 @@ class Store:
 def _rows_per_frame(rows: int, size: int) -> int:
     """How many of `rows` rows stored in `size` bytes make a frame of about MERGE_BYTES (at least one)."""
     return max(1, MERGE_BYTES * max(1, rows) // max(1, size))
+
+
+def register_classified(con: duckdb.DuckDBPyConnection, narrow: pl.DataFrame) -> None:
+    """Register the keys of a store's observations (`store_keys`: their wide_row, the session_key,
+    stream_kind and sidechain root of the sidechain split, and ord) and define `classified` over the
+    store's `wide` rows with them, as the wide frame would be."""
+    sql.register(con, "store_keys", narrow.select("wide_row", "session_key", "stream_kind", "sidechain_root", "ord"))
+    classified_view(con, summary_content=False)
+
+
+def classified_view(con: duckdb.DuckDBPyConnection, *, summary_content: bool) -> None:
+    """The view `classified` of a store's observations (`wide` joined with `store_keys`); with
+    `summary_content`, as the statements after pass 2 read it: message.content on compact summaries
+    alone (see convert)."""
+    content = ", case when w.is_compact_summary then w.content end as summary_content" if summary_content else ""
+    con.execute(
+        "create or replace temp view classified as "
+        f"select w.* exclude (wide_row{', content' if summary_content else ''}) replace (k.session_key as session_key, "
+        f"k.stream_kind as stream_kind, k.sidechain_root as sidechain_root), k.ord{content} "
+        "from wide as w join store_keys as k using (wide_row)"
+    )
+
+
+def chunk_rows(store: Store, keys: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `classified` of a chunk's observations from the store (`keys`: their rows of the
+    narrow frame, in its order), in that order."""
+    wide_row = keys.get_column("wide_row")
+    rows = (
+        store.scan("wide")
+        .filter(pl.col("wide_row").is_between(wide_row.min(), wide_row.max()))  # skips the other files' row groups
+        .filter(pl.col("wide_row").is_in(wide_row.implode()))
+        .drop("wide_row")
+        .collect()
+    )
+    return rows.with_columns(keys.select("session_key", "stream_kind", "sidechain_root", "ord"))
+
+
+def tool_calls(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """pass2.tool_calls over the store's records_full and batch_parts, as its table `batch_tool_calls`."""
+    calls = sql.frame(con, "tool_calls")
+    sql.register(con, "store_calls", calls.with_row_index("store_row"))
+    store.copy(
+        "batch_tool_calls",
+        "select c.* exclude (call_part_index, store_row) replace ("
+        "coalesce(c.input, p.tool_input) as input, coalesce(c.result_native, r.tool_use_result) as result_native) "
+        "from store_calls as c "
+        "left join batch_parts as p on p.session_key = c.session_key and p.record_id = c.call_record_id "
+        "and p.part_index = c.call_part_index "
+        "left join records_full as r on r.session_key = c.session_key and r.record_id = c.result_record_id "
+        "order by c.store_row",
+    )
+    con.unregister("store_calls")
