@@ -1,4 +1,5 @@
-"""Shared helpers: authored Claude Code lines, a JSONL writer and a converter runner."""
+"""Shared helpers of every test folder: where the checkout and its fixtures are, authored Claude Code
+lines, a JSONL writer, converter runners, readers of an output, the command line run in-process."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import polars as pl
 import pytest
 
 import batch
+from batch import sql
+from batch.cli import main
 from batch.schema import TABLES
 
 SID = "11111111-1111-4111-8111-111111111111"
@@ -20,11 +23,13 @@ SID2 = "22222222-2222-4222-8222-222222222222"
 CWD = "/home/user/project"
 VERSION = "2.1.39"
 MODEL = "claude-opus-4-6"
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+ROOT = Path(__file__).parent.parent  # the checkout
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = FIXTURES / "corpus"
 # Claude Code 2.1.158-2.1.199 (tests/fixtures/corpus/README.md): the fields the older corpus lacks
 NEW_CORPUS = CORPUS / "claude-code-2.1.1xx"
 NEW_SESSIONS = tuple(sorted(p.stem for p in NEW_CORPUS.rglob("*.jsonl")))
-SAMPLE = Path(__file__).parent.parent / "data" / "sample"
+SAMPLE = ROOT / "data" / "sample"
 
 
 def small_sample(dest: Path) -> Path:
@@ -248,3 +253,30 @@ def src(tmp_path: Path) -> Path:
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     return tmp_path / "asr-out"
+
+
+# the command line, run in-process
+def invoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([*args])
+    captured = capsys.readouterr()
+    code = exc.value.code
+    return (0 if code is None else code), captured.out, captured.err
+
+
+def assert_one_error_line(err: str, *fragments: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("Error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], err
+
+
+def wide_columns() -> list[str]:
+    """The text columns of `classified` that records_full.sql keeps out of its observations (its
+    `exclude` list): the JSON text, message.content, the top-level content, toolUseResult, the text head."""
+    lists = set(re.findall(r"exclude \(([^)]*)\)", sql.load("records_full")))
+    assert len(lists) == 1, lists
+    return sorted(c.strip() for c in lists.pop().split(","))

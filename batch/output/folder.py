@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 # Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
-# to prove what an interruption leaves (tests/test_safety.py).
+# to prove what an interruption leaves (tests/e2e/test_safety.py).
 FAULT_ENV = "ASR_BATCH_FAULT"
 STALLED_ENV = FAULT_ENV + "_STALLED"
 # `once:<step>`: the first process to reach the step kills itself, after creating the file ONCE_ENV names

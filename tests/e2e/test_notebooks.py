@@ -16,8 +16,8 @@ import duckdb
 import pytest
 
 import batch
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.py") if p.stem != "common")
 CHARTS = {
     "usage_and_cost": {"tokens_by_day_and_model.png", "cost_by_project.png"},
@@ -59,6 +59,7 @@ def test_notebook_runs_headless(notebook: Path, demo_out: Path, tmp_path: Path):
 SHOW = """
 import importlib.util, json, sys
 from pathlib import Path
+from conftest import ROOT
 notebook = sys.argv[1]
 sys.argv = [notebook, "--", *sys.argv[2:]]
 sys.path.insert(0, str(Path(notebook).parent))

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 import batch
+from conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 AUTHORED = FIXTURES / "registry" / "plans"
 CORPUS = FIXTURES / "corpus"
 TABLES = ("plans", "plan_items", "instructions", "capability_changes", "memory_changes", "request_contexts")

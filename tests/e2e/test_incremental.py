@@ -22,6 +22,7 @@ from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
 from conftest import (
+    ROOT,
     assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, tool_result,
     tool_use, uid, usage, user,
 )
@@ -118,7 +119,7 @@ def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
     else:
         with (sample / SUBAGENT).open("a", encoding="utf-8") as f:
             f.write("\n")
-    # a deleted session is kept unless pruned (tests/test_archive.py): pruned, it is as if never given
+    # a deleted session is kept unless pruned (tests/e2e/test_archive.py): pruned, it is as if never given
     batch.convert([sample], out, batch_bytes=1, prune=change == "delete_session")
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["final_stage"] == "run"
@@ -569,7 +570,7 @@ def test_an_interrupted_delta_run_leaves_the_previous_output_intact(sample, tmp_
     grow(sample / VIEWER, VIEWER_SID, 18)
     env = {**os.environ, batch.output.folder.FAULT_ENV: step}
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "-q"],
-                          env=env, cwd=Path(__file__).parent.parent, capture_output=True, timeout=300)
+                          env=env, cwd=ROOT, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert after == before

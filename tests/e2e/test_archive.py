@@ -24,6 +24,7 @@ from batch.cli import _summary
 from batch.errors import OutputError
 from batch.schema import TABLES
 from conftest import (
+    ROOT,
     SAMPLE, assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, timeless, uid,
     user,
 )
@@ -137,7 +138,7 @@ def test_an_interrupted_prune_prunes_nothing(sample, tmp_path):
     before = read_tables(out)
     env = {**os.environ, batch.output.folder.FAULT_ENV: "swap"}
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "--prune", "-q"],
-                          env=env, cwd=Path(__file__).parent.parent, capture_output=True, timeout=300)
+                          env=env, cwd=ROOT, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert_tables_equal(read_tables(out), before)
     assert read_manifest(out)["reuse"]["session_groups_kept"] == 1
@@ -322,7 +323,7 @@ def test_a_second_run_on_the_same_output_waits_for_the_first(sample, tmp_path):
 
 
 def test_an_entire_repository_not_given_again_keeps_its_checkpoints(tmp_path):
-    from tests.entire_repos import build_scenario
+    from entire_repos import build_scenario
 
     repo = build_scenario(tmp_path / "entire")["work"]
     claude = tmp_path / "claude-projects"
@@ -342,7 +343,7 @@ def test_watch_converts_each_change_and_stops_cleanly_on_sigint(sample, tmp_path
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "--watch"],
-        cwd=Path(__file__).parent.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()

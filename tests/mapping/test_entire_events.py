@@ -23,8 +23,8 @@ from batch.cli import main
 from batch.formats import entire_events
 from batch.sources.events import find
 from batch.transforms import tail
-from tests.conftest import SID, SID2, TEXT, assert_same_as_full, assistant, one, rows, uid, user
-from tests.entire_repos import commit, init, meta, root_meta
+from conftest import SID, SID2, TEXT, assert_same_as_full, assistant, one, rows, uid, user
+from entire_repos import commit, init, meta, root_meta
 
 SID3 = "33333333-3333-4333-8333-333333333333"
 EVENTS = "hooks/events.jsonl"

@@ -10,7 +10,7 @@ import polars as pl
 from batch.formats.entire_transcript import map_usage, read_etf
 from batch.schema.core import INFERENCE_OBSERVATIONS, LOSSES, PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
 from conftest import one, part_native
-from tests.entire_repos import fixture
+from entire_repos import fixture
 
 CLAUDE = "v1branch_etf_claude_code_2.1.210.jsonl"
 CODEX = "v1branch_etf_codex.jsonl"

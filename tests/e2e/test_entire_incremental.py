@@ -15,8 +15,8 @@ from polars.testing import assert_frame_equal
 import batch
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
-from tests.conftest import assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless
-from tests.entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
+from conftest import assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless
+from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
 CODEX_BARE = "019dc116-c183-74f3-8f98-b4e5bd8eddfa"  # b5a37dc3d0fe: Codex, full.jsonl only, usage from metadata

@@ -14,10 +14,9 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import SID, TEXT, assistant, older, one, uid, user, write_jsonl
+from conftest import FIXTURES, SID, TEXT, assistant, older, one, uid, user, write_jsonl
 
-HERE = Path(__file__).parent
-REGISTRY = HERE / "fixtures" / "registry" / "activity"
+REGISTRY = FIXTURES / "registry" / "activity"
 TABLE_NAMES = ("input_requests", "background_tasks", "tool_progress", "records")
 
 QUESTIONS_SID = "3a0f6c1e-5b7d-4e2a-9c41-0d8e2f7a6b10"
@@ -82,7 +81,7 @@ def test_real_answers_map_to_selected_labels(corpus):
 
 
 def test_corpus_has_one_input_request_per_ask_user_question_call(corpus):
-    # before 2.1.158 (the newer sessions are checked in tests/test_new_corpus.py)
+    # before 2.1.158 (the newer sessions are checked in tests/mapping/test_new_corpus.py)
     assert older(corpus["input_requests"]).height == 1
     assert corpus["input_requests"].select(pl.col("status").is_null().any()).item() is False
 

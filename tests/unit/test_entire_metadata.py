@@ -19,7 +19,7 @@ from batch.schema.core import LOSSES
 from batch.schema.entire import CHECKPOINT_COMMITS, CHECKPOINT_SESSIONS, CHECKPOINTS
 from batch.sources.entire import SourceLoss, scan_checkpoints, scan_trailers, select_sessions
 from batch.sources.git import open_repository
-from tests.entire_repos import S1, build_scenario
+from entire_repos import S1, build_scenario
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from conftest import ROOT
 
-PIPELINE = Path(__file__).parent.parent / "batch" / "pipeline.py"
+PIPELINE = ROOT / "batch" / "pipeline.py"
 
 
 def imported(path: Path) -> set[str]:
@@ -43,6 +44,6 @@ def test_the_final_stage_runs_exactly_the_files_of_sql_final():
     targets = [t.name for t in TABLES if t.stage == "final" and t.name in sql.names()] + list(MANIFEST_RELATIONS)
     given = {t.name for t in TABLES if t.stage == "batch"} | (WORK_SCHEMAS.keys() - {SOURCE_LOSSES})
     steps = sql.order(targets, given=given)
-    root = Path(__file__).parent.parent / "sql"
+    root = ROOT / "sql"
     assert sorted(steps) == sorted(p.stem for p in (root / "final").glob("*.sql"))
     assert not set(steps) & {p.stem for p in (root / "batch").glob("*.sql")}

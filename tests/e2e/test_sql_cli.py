@@ -17,7 +17,7 @@ import pytest
 import batch
 from batch.output.catalog import refresh_catalog
 from conftest import SID, TEXT, assistant, tool_result, tool_use, uid, user, write_jsonl
-from test_cli import assert_one_error_line, invoke
+from conftest import assert_one_error_line, invoke
 
 
 @pytest.fixture(scope="module")

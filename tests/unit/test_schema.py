@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -13,8 +12,8 @@ import batch
 from batch.schema import DOCS_BEGIN, DOCS_END, LOSSES, TABLES, Col, Table, markdown
 from batch.output.folder import Output
 from batch.output.parts import SchemaMismatch
+from conftest import ROOT
 
-ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "data" / "sample"
 
 

@@ -11,8 +11,9 @@ from polars.testing import assert_frame_equal
 
 import batch
 from batch import sql
-from conftest import CORPUS
-from test_record_table import REGISTRY, wide_columns
+from conftest import CORPUS, FIXTURES, wide_columns
+
+REGISTRY = FIXTURES / "registry" / "core"
 
 WORKSPACE = REGISTRY.parent / "workspace"  # cost-state lines
 

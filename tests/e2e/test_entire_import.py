@@ -14,10 +14,10 @@ from batch.cli import main
 from batch.errors import SourceError
 from batch.formats import entire_checkpoint
 from batch.sources.git import open_repository
-from tests.entire_repos import (
+from entire_repos import (
     GEMINI, S1, S2, S3, S4, ULID, WHOLE, build_scenario, commit, fixture, git, init, meta, root_meta,
 )
-from tests.conftest import timeless
+from conftest import timeless
 
 CODEX_ETF = "019f9261-846e-7fc0-b843-e0464227f290"  # bbef1c2a76a9: Codex with transcript.jsonl
 CODEX_ULID = "01a082cd-8bed-71c2-89f1-161a92f4ae0b"  # the ULID checkpoint: Codex with transcript.jsonl

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
 
 
 def test_every_module_is_named_in_the_architecture():

@@ -10,26 +10,7 @@ from pathlib import Path
 import pytest
 
 import batch
-from batch.cli import main
-from conftest import SID, TEXT, assistant, uid, user, write_jsonl
-
-
-def invoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main([*args])
-    captured = capsys.readouterr()
-    code = exc.value.code
-    return (0 if code is None else code), captured.out, captured.err
-
-
-def assert_one_error_line(err: str, *fragments: str) -> None:
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("Error: "), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in lines[0], err
+from conftest import SID, TEXT, assert_one_error_line, assistant, invoke, uid, user, write_jsonl
 
 
 @pytest.fixture

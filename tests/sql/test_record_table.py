@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import polars as pl
@@ -12,17 +11,9 @@ from polars.testing import assert_frame_equal
 import batch
 from batch import sql
 from batch.formats.claude_code.pass1 import NARROW_COLUMNS
-from conftest import CORPUS
+from conftest import CORPUS, FIXTURES, wide_columns
 
-REGISTRY = Path(__file__).parent / "fixtures" / "registry" / "core"
-
-
-def wide_columns() -> list[str]:
-    """The text columns of `classified` that records_full.sql keeps out of its observations (its
-    `exclude` list): the JSON text, message.content, the top-level content, toolUseResult, the text head."""
-    lists = set(re.findall(r"exclude \(([^)]*)\)", sql.load("records_full")))
-    assert len(lists) == 1, lists
-    return sorted(c.strip() for c in lists.pop().split(","))
+REGISTRY = FIXTURES / "registry" / "core"
 
 
 def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[pl.DataFrame, pl.DataFrame]]:

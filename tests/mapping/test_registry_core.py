@@ -19,10 +19,9 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS, NEW_CORPUS, older, one, part_native, rows
+from conftest import CORPUS, FIXTURES, NEW_CORPUS, older, one, part_native, rows
 
-HERE = Path(__file__).parent
-REGISTRY = HERE / "fixtures" / "registry" / "core"
+REGISTRY = FIXTURES / "registry" / "core"
 TABLE_NAMES = (
     "records", "parts", "tool_calls", "inferences", "inference_observations", "session_events", "sessions",
     "lineage", "losses", "source_lines",
@@ -234,7 +233,7 @@ def test_prompt_without_a_known_sender_has_no_author(authored, n):
     ("agent", "expected"),
     [
         # the entry identifies a launch prompt "by the sidecar toolUseId and the parent result's agentId":
-        # one of the two alone does not (tests/test_departures.py has both together)
+        # one of the two alone does not (tests/mapping/test_departures.py has both together)
         ("a1c0ffee00000001", (None, None)),  # sidecar toolUseId only (the parent's result names no agentId)
         ("a2c0ffee00000002", (None, None)),  # parent's tool result names the agentId only (no sidecar toolUseId)
         ("a3c0ffee00000003", (None, None)),  # named by nothing: being first identifies no sender

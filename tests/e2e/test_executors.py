@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import (
+    ROOT,
     CORPUS, read_manifest, read_tables, run_folders, sorted_rows, timeless, tree, uid, user, write_jsonl,
 )
 from distributed import LocalCluster
@@ -26,7 +27,6 @@ from batch.run import executors
 from batch.run.memory import Stop
 from batch.schema import TABLES
 
-ROOT = Path(__file__).parent.parent
 
 
 def assert_same_output(got: Path, want: Path) -> None:

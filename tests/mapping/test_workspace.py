@@ -17,9 +17,8 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import CORPUS, older
+from conftest import CORPUS, FIXTURES, older
 
-FIXTURES = Path(__file__).parent / "fixtures"
 REGISTRY = FIXTURES / "registry" / "workspace"
 TABLES = ("vcs_events", "file_changes", "workspace_states", "checkpoint_files", "usage_summaries", "records")
 

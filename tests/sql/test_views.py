@@ -38,6 +38,7 @@ from polars.testing import assert_frame_equal
 
 from batch.output.catalog import PRICES, view_files, write_catalog
 from batch.schema import TABLES
+from conftest import ROOT
 
 S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
 PRICING = """model,effective_date,input_usd_per_mtok,output_usd_per_mtok,cache_write_5m_usd_per_mtok,cache_write_1h_usd_per_mtok,cache_read_usd_per_mtok,source,checked_on
@@ -374,7 +375,7 @@ def test_views_run_on_the_real_corpus(corpus_out: Path):
         ).fetchall()
         # a model of the corpus is unpriced exactly when data/pricing.csv has no row for it in force on
         # the day of its responses (read here with the csv module, not through the catalog)
-        rows = list(csv.DictReader((Path(__file__).parent.parent / "data" / "pricing.csv").read_text().splitlines()))
+        rows = list(csv.DictReader((ROOT / "data" / "pricing.csv").read_text().splitlines()))
         days = con.sql(
             "select i.model, min(r.timestamp::date)::varchar from inferences as i "
             "join records as r on r.record_id = i.record_id where i.model is not null group by i.model"
@@ -386,7 +387,7 @@ def test_views_run_on_the_real_corpus(corpus_out: Path):
 # The views on the real corpus. Each expected frame below is computed from the base tables (and
 # data/pricing.csv for prices) by what docs/asr-tables.md and the view's header say it counts.
 
-PRICING_CSV = Path(__file__).parent.parent / "data" / "pricing.csv"
+PRICING_CSV = ROOT / "data" / "pricing.csv"
 Expected = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame], pl.DataFrame]
 CORPUS_EXPECTED: dict[str, Expected] = {}
 UNORDERED = {"inference_costs": "inference_id"}  # a view without `order by`: compared sorted by this key
@@ -769,7 +770,7 @@ def _session_stats(t, costs):
 @pytest.mark.parametrize("name", sorted(view_files()))
 def test_view_on_the_real_corpus_is_recomputed_from_the_tables(name, corpus_views, corpus_tables, corpus_costs):
     # a new view needs its figures recomputed here too
-    assert name in CORPUS_EXPECTED, f"{name}: no independent computation in tests/test_views.py"
+    assert name in CORPUS_EXPECTED, f"{name}: no independent computation in tests/sql/test_views.py"
     want = CORPUS_EXPECTED[name](corpus_tables, corpus_costs)
     assert want.height > 0 or name == "approvals", name  # the corpus exercises every other view
     got = corpus_views[name]
@@ -779,6 +780,6 @@ def test_view_on_the_real_corpus_is_recomputed_from_the_tables(name, corpus_view
 
 
 def test_every_view_is_documented():
-    docs = (Path(__file__).parent.parent / "docs" / "asr-tables.md").read_text()
+    docs = (ROOT / "docs" / "asr-tables.md").read_text()
     for name in view_files():
         assert f"| `{name}` |" in docs, name

@@ -15,10 +15,9 @@ import pytest
 
 import batch
 from batch.schema import TABLES
-from conftest import CORPUS, older, read_tables
+from conftest import CORPUS, FIXTURES, older, read_tables
 
-HERE = Path(__file__).parent
-REGISTRY = HERE / "fixtures" / "registry" / "hooks"
+REGISTRY = FIXTURES / "registry" / "hooks"
 
 ATTACH_SID = "a1a1a1a1-0000-4000-8000-000000000001"
 SYSTEM_SID = "b2b2b2b2-0000-4000-8000-000000000001"

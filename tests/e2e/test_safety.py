@@ -16,14 +16,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import SID, SID2, assistant, run_folders, tree, uid, user, write_jsonl
+from conftest import ROOT, SID, SID2, assistant, run_folders, tree, uid, user, write_jsonl
 
 import batch
 import batch.output.folder
 from batch.errors import OutputError, SourceError
 from batch.output.folder import MARKER, RUN_INFIX, Output
 
-ROOT = Path(__file__).parent.parent
 
 
 def two_sessions(src: Path) -> None:

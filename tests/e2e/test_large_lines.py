@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 import pytest
 from conftest import (
+    ROOT,
     SAMPLE,
     assert_same_as_full,
     assistant,
@@ -176,7 +177,7 @@ def test_the_cli_exits_0_and_counts_the_line_rejected(archive, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "--memory-mb", "64"],
-        cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     assert "rejected lines 1" in proc.stdout

@@ -17,7 +17,7 @@ from batch.sources.entire import (
     select_sessions,
 )
 from batch.sources.git import is_repository, open_repository
-from tests.entire_repos import (
+from entire_repos import (
     CHUNKS,
     CODEX_FULL,
     GEMINI,
