@@ -13,7 +13,9 @@ import batch.sources.entire as source
 from batch.cli import main
 from batch.errors import SourceError
 from batch.formats import entire_checkpoint
-from batch.sources.git import open_repository
+from batch.sources.entire import checkpoint as entire_checkpoint_tree
+from batch.sources.entire import load as entire_load
+from batch.sources.git import open_repository, read_blob
 from entire_repos import (
     GEMINI, S1, S2, S3, S4, ULID, WHOLE, build_scenario, commit, fixture, git, init, meta, root_meta,
 )
@@ -349,13 +351,14 @@ def test_discovery_reads_metadata_only_and_a_unit_reads_its_own_session(scenario
         if f.path.rsplit("/", 1)[-1].startswith(("full.jsonl", "transcript.jsonl", "agent-"))
     }
     read: list[str] = []
-    real = source.read_blob
 
     def spy(repo, oid):
         read.append(str(oid))
-        return real(repo, oid)
+        return read_blob(repo, oid)
 
-    monkeypatch.setattr(source, "read_blob", spy)
+    # where the scan (a checkpoint's tree) and the load of a session look read_blob up
+    monkeypatch.setattr(entire_checkpoint_tree, "read_blob", spy)
+    monkeypatch.setattr(entire_load, "read_blob", spy)
     found = entire_checkpoint.discover(scenario["work"])
     # every transcript on the checkpoint refs, as `git ls-tree` lists them
     assert transcripts == {oid for tree in checkpoint_trees(scenario["work"]).values() for path, oid in tree.items()
