@@ -55,106 +55,123 @@ def _root(
     _options["debug"] = debug
 
 
+# The options of `convert`, declared once here so that convert_cmd reads as its steps.
+_Sources = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Claude Code projects folders or .jsonl files, and Git repositories holding Entire checkpoints "
+        "(working tree, bare or mirror). Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+        show_default=False,
+    ),
+]
+_Out = Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")]
+_Entire = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--entire", metavar="REPO", show_default=False,
+        help="A Git repository to import Entire checkpoints from (repeatable); any repository among the "
+        "sources is imported too.",
+    ),
+]
+_EntireEvents = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--entire-events", metavar="PATH", show_default=False,
+        help="A JSONL file of Entire agent-protocol lifecycle events (hook data), or a folder of them "
+        "(repeatable); events join the session they name.",
+    ),
+]
+_AllCheckpoints = Annotated[
+    bool,
+    typer.Option(
+        "--all-checkpoints",
+        help="Read every checkpoint of each Entire session, not only the newest; "
+        "records they share are written once.",
+    ),
+]
+_BatchMb = Annotated[
+    int,
+    typer.Option(
+        "--batch-mb", min=1,
+        help="Input MiB per batch; a larger session is a batch of its own. Memory grows with workers x batch size; "
+        "a batch of more than 64 MiB keeps its text in temporary files instead.",
+    ),
+]
+_Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", "-j", min=1, show_default=False,
+        help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
+    ),
+]
+_Executor = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where batches run: local (threads of this process), dask (Dask worker processes on this machine, "
+        "--workers of them) or a Dask scheduler's address, tcp://HOST:PORT, whose workers see the inputs and OUT "
+        "under the same paths. dask needs: pip install 'asr-batch[dask]'.",
+    ),
+]
+_MemoryMb = Annotated[
+    int | None,
+    typer.Option(
+        "--memory-mb", min=64, show_default=False,
+        help="DuckDB's memory limit per batch, in MiB. Default: 768 for a batch of more than 64 MiB, else "
+        "DuckDB's own (80% of the machine's memory). A session that does not fit is a declared loss.",
+    ),
+]
+_Full = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Convert every session whose files are there again, reusing none of their rows in OUT (the "
+        "sessions whose sources are gone are still kept).",
+    ),
+]
+_Verify = Annotated[
+    bool,
+    typer.Option(
+        "--verify",
+        help="Reuse a session of a previous output only when its files' SHA-256 are unchanged too, "
+        "not only their size and modification time.",
+    ),
+]
+_Prune = Annotated[
+    bool,
+    typer.Option(
+        "--prune",
+        help="Drop the sessions of OUT whose sources are gone (deleted, moved away or not given this time); "
+        "by default OUT keeps them.",
+    ),
+]
+_Watch = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        help=f"After converting, watch the sources and convert again {WATCH_DEBOUNCE_MS / 1000:g} s after they "
+        "last changed, until Ctrl-C or SIGTERM.",
+    ),
+]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")]
+
+
 @app.command("convert")
 def convert_cmd(
-    sources: Annotated[
-        list[Path] | None,
-        typer.Argument(
-            help="Claude Code projects folders or .jsonl files, and Git repositories holding Entire checkpoints "
-            "(working tree, bare or mirror). Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
-            show_default=False,
-        ),
-    ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; replaced atomically.")] = Path("asr-out"),
-    entire: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--entire", metavar="REPO", show_default=False,
-            help="A Git repository to import Entire checkpoints from (repeatable); any repository among the "
-            "sources is imported too.",
-        ),
-    ] = None,
-    entire_events: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--entire-events", metavar="PATH", show_default=False,
-            help="A JSONL file of Entire agent-protocol lifecycle events (hook data), or a folder of them "
-            "(repeatable); events join the session they name.",
-        ),
-    ] = None,
-    all_checkpoints: Annotated[
-        bool,
-        typer.Option(
-            "--all-checkpoints",
-            help="Read every checkpoint of each Entire session, not only the newest; "
-            "records they share are written once.",
-        ),
-    ] = False,
-    batch_mb: Annotated[
-        int,
-        typer.Option(
-            "--batch-mb", min=1,
-            help="Input MiB per batch; a larger session is a batch of its own. Memory grows with workers x batch size; "
-            "a batch of more than 64 MiB keeps its text in temporary files instead.",
-        ),
-    ] = DEFAULT_BATCH_BYTES >> 20,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers", "-j", min=1, show_default=False,
-            help=f"Batches converted at once. Default: one per CPU, at most {DEFAULT_WORKERS}.",
-        ),
-    ] = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            "--executor",
-            help="Where batches run: local (threads of this process), dask (Dask worker processes on this machine, "
-            "--workers of them) or a Dask scheduler's address, tcp://HOST:PORT, whose workers see the inputs and OUT "
-            "under the same paths. dask needs: pip install 'asr-batch[dask]'.",
-        ),
-    ] = "local",
-    memory_mb: Annotated[
-        int | None,
-        typer.Option(
-            "--memory-mb", min=64, show_default=False,
-            help="DuckDB's memory limit per batch, in MiB. Default: 768 for a batch of more than 64 MiB, else "
-            "DuckDB's own (80% of the machine's memory). A session that does not fit is a declared loss.",
-        ),
-    ] = None,
-    full: Annotated[
-        bool,
-        typer.Option(
-            "--full",
-            help="Convert every session whose files are there again, reusing none of their rows in OUT (the "
-            "sessions whose sources are gone are still kept).",
-        ),
-    ] = False,
-    verify: Annotated[
-        bool,
-        typer.Option(
-            "--verify",
-            help="Reuse a session of a previous output only when its files' SHA-256 are unchanged too, "
-            "not only their size and modification time.",
-        ),
-    ] = False,
-    prune: Annotated[
-        bool,
-        typer.Option(
-            "--prune",
-            help="Drop the sessions of OUT whose sources are gone (deleted, moved away or not given this time); "
-            "by default OUT keeps them.",
-        ),
-    ] = False,
-    watch: Annotated[
-        bool,
-        typer.Option(
-            "--watch",
-            help=f"After converting, watch the sources and convert again {WATCH_DEBOUNCE_MS / 1000:g} s after they "
-            "last changed, until Ctrl-C or SIGTERM.",
-        ),
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")] = False,
+    sources: _Sources = None,
+    out: _Out = Path("asr-out"),
+    entire: _Entire = None,
+    entire_events: _EntireEvents = None,
+    all_checkpoints: _AllCheckpoints = False,
+    batch_mb: _BatchMb = DEFAULT_BATCH_BYTES >> 20,
+    workers: _Workers = None,
+    executor: _Executor = "local",
+    memory_mb: _MemoryMb = None,
+    full: _Full = False,
+    verify: _Verify = False,
+    prune: _Prune = False,
+    watch: _Watch = False,
+    quiet: _Quiet = False,
 ) -> None:
     """Convert transcripts into OUT/<table>/*.parquet, OUT/manifest.json and OUT/asr.duckdb.
 
@@ -162,7 +179,7 @@ def convert_cmd(
     others are converted again. Sessions OUT holds whose sources are gone are kept (--prune drops them), so OUT
     keeps every session it was ever given.
     """
-    paths = list(sources) if sources else ([] if entire or entire_events else [default_source()])
+    paths = _source_paths(sources, entire, entire_events)
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
 
     def run(progress=None) -> ConvertResult:
@@ -174,10 +191,7 @@ def convert_cmd(
         )
 
     def first() -> None:
-        with _progress(quiet) as progress:
-            result = run(progress)
-        if not quiet:
-            typer.echo(_summary(result))
+        _convert_once(run, quiet)
 
     if not watch:
         first()
@@ -186,6 +200,21 @@ def convert_cmd(
         paths + list(entire or ()) + list(entire_events or ()), run, echo=typer.echo, quiet=quiet,
         stopped=lambda: "signum" in _options["caught"], first=first,
     )
+
+
+def _source_paths(
+    sources: list[Path] | None, entire: list[Path] | None, entire_events: list[Path] | None
+) -> list[Path]:
+    """The sources to convert: those given, else none when Entire inputs are given, else the default projects folder."""
+    return list(sources) if sources else ([] if entire or entire_events else [default_source()])
+
+
+def _convert_once(run, quiet: bool) -> None:
+    """Run one conversion with a progress bar and print its summary, unless quiet."""
+    with _progress(quiet) as progress:
+        result = run(progress)
+    if not quiet:
+        typer.echo(_summary(result))
 
 
 @app.command("sql")

@@ -16,7 +16,7 @@ columns ETF cannot fill are null, and docs/architecture.md lists them.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -88,112 +88,165 @@ def read_etf(
 
     `compact_transcript_start` (session metadata) is the 0-based ETF line where this checkpoint's
     part starts; absent, the file is a legacy delta holding only this checkpoint's part."""
-    records, parts, calls, observations, lines, rejects = [], [], [], {}, [], []
-    missing_ts = inlined_results = assistant_lines = assistant_with_tokens = 0
-    seq = 0
-    turn_id = None
+    rows = _Rows(session_key, source_file)
     offset = 0
     for number, raw in enumerate(data.split(b"\n"), start=1):
         start, offset = offset, offset + len(raw) + 1
-        if not raw.strip():
-            continue
-        text = raw.decode("utf-8", "replace")
-        line_row = {"source_file": source_file, "line": number, "byte_offset": start, "byte_length": len(raw),
-                    "session_key": session_key, "raw": None if text.encode() == raw else raw}
-        line, reason, detail = _decode(text)
-        if line is None:
-            rejects.append({"source_file": source_file, "line": number, "byte_offset": start, "byte_length": len(raw),
-                            "reason": reason, "detail": detail, "first_bytes": text[:120], "raw": raw})
-            lines.append({**line_row, "status": "rejected", "reason": reason})
-            continue
-        native_type = line["type"]
-        position = f"line:{number}"
-        record_id = f"{session_key}:{position}"
-        ts = _time(line.get("ts"))
-        missing_ts += ts is None
-        seq += 1
-        blocks = _blocks(line.get("content"))
-        message_id = line.get("id") if isinstance(line.get("id"), str) else None
-        if native_type == "user":
-            prompt_id = next((b.get("id") for b in blocks if isinstance(b.get("id"), str)), None)
-            turn_id = prompt_id or turn_id
-        is_assistant = native_type == "assistant"
-        records.append({
-            "record_id": record_id, "session_key": session_key, "seq": seq,
-            "kind": "message" if native_type in ("user", "assistant") else "unknown",
-            "position": position, "source_file": source_file, "source_line": number, "timestamp": ts,
-            # ETF user lines also hold injected text (task notifications): who wrote them is not claimed
-            "author": "model" if is_assistant else None,
-            "turn_id": turn_id, "native_type": native_type, "message_id": message_id if is_assistant else None,
-            "inference_id": message_id if is_assistant else None, "observation_count": 1,
-            "record_source": RECORD_SOURCE, "native": text,
-        })
-        lines.append({**line_row, "status": "mapped", "reason": None, "record_id": record_id})
-        if is_assistant:
-            assistant_lines += 1
-            has_tokens = any(k in line for k in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                                 "cache_write_tokens", "reasoning_tokens"))
-            assistant_with_tokens += has_tokens
-            if message_id is not None:
-                seen = observations.get(message_id)
-                if seen is None or (has_tokens and not seen["_has_tokens"]):
-                    observations[message_id] = {
-                        "inference_id": message_id, "session_key": session_key, "record_id": record_id,
-                        **map_usage(line), "usage_source": RECORD_SOURCE, "usage_position": position,
-                        "usage_source_file": source_file, "usage_source_line": number,
-                        "line_count": (seen or {}).get("line_count", 0), "_has_tokens": has_tokens,
-                    }
-                observations[message_id]["line_count"] += 1
-        results = []
-        for index, block in enumerate(blocks):
-            parts.append(_part(block, record_id, session_key, index, source_file, number, isinstance(line.get("content"), str)))
-            if block.get("type") == "tool_use":
-                result = block.get("result") if isinstance(block.get("result"), dict) else None
-                call_id = block.get("id") if isinstance(block.get("id"), str) else None
-                calls.append({
-                    "call_id": call_id, "session_key": session_key,
-                    "tool_name": block.get("name") if isinstance(block.get("name"), str) else None,
-                    "requested_by": "model", "status": _status(result),
-                    "is_error": None if result is None else result.get("status") == "error",
-                    "call_record_id": record_id, "call_position": position, "called_at": ts,
-                    "input": _dump(block.get("input")), "result_native": _dump(result) if result else None,
-                })
-                if result is not None:
-                    results.append((call_id, result, index))
-        for k, (call_id, result, index) in enumerate(results, start=1):
-            # the inlined result becomes a tool_result record after its call, at the same line
-            inlined_results += 1
-            seq += 1
-            result_id = f"{record_id}#result{k}"
-            records.append({
-                "record_id": result_id, "session_key": session_key, "seq": seq, "kind": "tool_result",
-                "position": position, "source_file": source_file, "source_line": number, "timestamp": None,
-                "author": "tool", "turn_id": turn_id, "native_type": "tool_use.result", "observation_count": 1,
-                "record_source": RECORD_SOURCE, "native": _dump(result),
-            })
-            output = result.get("output")
-            parts.append({
-                "record_id": result_id, "session_key": session_key, "part_index": 0, "part_type": "tool_result",
-                "text": output if isinstance(output, str) else None, "call_id": call_id,
-                "is_error": None if "status" not in result else result.get("status") == "error",
-                "capture_state": "complete", "source_file": source_file, "source_line": number,
-                "native_path": f"$.content[{index}].result",
-            })
-            for call in calls:
-                if call["call_record_id"] == record_id and call["call_id"] == call_id:
-                    call.update(result_record_id=result_id, result_position=position)
-    losses = _losses(session_key, missing_ts, inlined_results, assistant_lines, assistant_with_tokens, bool(records))
-    obs = [{k: v for k, v in o.items() if k != "_has_tokens"} for o in observations.values()]
+        if raw.strip():
+            _read_line(rows, raw, number, start)
+    losses = _losses(session_key, rows.missing_ts, rows.inlined_results, rows.assistant_lines,
+                     rows.assistant_with_tokens, bool(rows.records))
+    obs = [{k: v for k, v in o.items() if k != "_has_tokens"} for o in rows.observations.values()]
     return EtfFrames(
-        records=_frame(records, RECORDS),
-        parts=_frame(parts, PARTS),
-        tool_calls=_frame(calls, TOOL_CALLS),
+        records=_frame(rows.records, RECORDS),
+        parts=_frame(rows.parts, PARTS),
+        tool_calls=_frame(rows.calls, TOOL_CALLS),
         observations=_frame(obs, INFERENCE_OBSERVATIONS),
-        source_lines=_frame(lines, SOURCE_LINES),
-        rejects=_frame(rejects, REJECTS),
+        source_lines=_frame(rows.lines, SOURCE_LINES),
+        rejects=_frame(rows.rejects, REJECTS),
         losses=_frame(losses, LOSSES),
         first_line=(compact_transcript_start or 0) + 1,
     )
+
+
+@dataclass
+class _Rows:
+    """The rows `read_etf` collects from one transcript.jsonl, line by line, and its counts for the losses."""
+
+    session_key: str
+    source_file: str
+    records: list[dict] = field(default_factory=list)
+    parts: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    observations: dict[str, dict] = field(default_factory=dict)  # by message id
+    lines: list[dict] = field(default_factory=list)
+    rejects: list[dict] = field(default_factory=list)
+    missing_ts: int = 0
+    inlined_results: int = 0
+    assistant_lines: int = 0
+    assistant_with_tokens: int = 0
+    seq: int = 0
+    turn_id: str | None = None
+
+
+def _read_line(rows: _Rows, raw: bytes, number: int, start: int) -> None:
+    """Map one non-blank ETF line (1-based `number`, at byte `start`): a rejected line, or a message
+    record with its parts, tool calls, inference observation and inlined tool results."""
+    session_key, source_file = rows.session_key, rows.source_file
+    text = raw.decode("utf-8", "replace")
+    line_row = {"source_file": source_file, "line": number, "byte_offset": start, "byte_length": len(raw),
+                "session_key": session_key, "raw": None if text.encode() == raw else raw}
+    line, reason, detail = _decode(text)
+    if line is None:
+        rows.rejects.append({"source_file": source_file, "line": number, "byte_offset": start, "byte_length": len(raw),
+                             "reason": reason, "detail": detail, "first_bytes": text[:120], "raw": raw})
+        rows.lines.append({**line_row, "status": "rejected", "reason": reason})
+        return
+    native_type = line["type"]
+    position = f"line:{number}"
+    record_id = f"{session_key}:{position}"
+    ts = _time(line.get("ts"))
+    rows.missing_ts += ts is None
+    rows.seq += 1
+    blocks = _blocks(line.get("content"))
+    message_id = line.get("id") if isinstance(line.get("id"), str) else None
+    if native_type == "user":
+        prompt_id = next((b.get("id") for b in blocks if isinstance(b.get("id"), str)), None)
+        rows.turn_id = prompt_id or rows.turn_id
+    is_assistant = native_type == "assistant"
+    rows.records.append({
+        "record_id": record_id, "session_key": session_key, "seq": rows.seq,
+        "kind": "message" if native_type in ("user", "assistant") else "unknown",
+        "position": position, "source_file": source_file, "source_line": number, "timestamp": ts,
+        # ETF user lines also hold injected text (task notifications): who wrote them is not claimed
+        "author": "model" if is_assistant else None,
+        "turn_id": rows.turn_id, "native_type": native_type, "message_id": message_id if is_assistant else None,
+        "inference_id": message_id if is_assistant else None, "observation_count": 1,
+        "record_source": RECORD_SOURCE, "native": text,
+    })
+    rows.lines.append({**line_row, "status": "mapped", "reason": None, "record_id": record_id})
+    if is_assistant:
+        _observe_inference(rows, line, message_id, record_id, position, number)
+    results = _read_blocks(rows, line, blocks, record_id, position, number, ts)
+    _add_results(rows, results, record_id, position, number)
+
+
+def _observe_inference(
+    rows: _Rows, line: dict, message_id: str | None, record_id: str, position: str, number: int
+) -> None:
+    """Count an assistant line and keep its message's inference observation: the first line with
+    token counts, else the first line, seen with the number of lines of the message."""
+    rows.assistant_lines += 1
+    has_tokens = any(k in line for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                         "cache_write_tokens", "reasoning_tokens"))
+    rows.assistant_with_tokens += has_tokens
+    if message_id is None:
+        return
+    seen = rows.observations.get(message_id)
+    if seen is None or (has_tokens and not seen["_has_tokens"]):
+        rows.observations[message_id] = {
+            "inference_id": message_id, "session_key": rows.session_key, "record_id": record_id,
+            **map_usage(line), "usage_source": RECORD_SOURCE, "usage_position": position,
+            "usage_source_file": rows.source_file, "usage_source_line": number,
+            "line_count": (seen or {}).get("line_count", 0), "_has_tokens": has_tokens,
+        }
+    rows.observations[message_id]["line_count"] += 1
+
+
+def _read_blocks(
+    rows: _Rows, line: dict, blocks: list[dict], record_id: str, position: str, number: int, ts
+) -> list[tuple[str | None, dict, int]]:
+    """Add a line's blocks as parts and its tool_use blocks as tool calls. Returns the results
+    inlined into those calls: (call id, result, block index)."""
+    session_key = rows.session_key
+    results = []
+    for index, block in enumerate(blocks):
+        rows.parts.append(_part(block, record_id, session_key, index, rows.source_file, number,
+                                isinstance(line.get("content"), str)))
+        if block.get("type") == "tool_use":
+            result = block.get("result") if isinstance(block.get("result"), dict) else None
+            call_id = block.get("id") if isinstance(block.get("id"), str) else None
+            rows.calls.append({
+                "call_id": call_id, "session_key": session_key,
+                "tool_name": block.get("name") if isinstance(block.get("name"), str) else None,
+                "requested_by": "model", "status": _status(result),
+                "is_error": None if result is None else result.get("status") == "error",
+                "call_record_id": record_id, "call_position": position, "called_at": ts,
+                "input": _dump(block.get("input")), "result_native": _dump(result) if result else None,
+            })
+            if result is not None:
+                results.append((call_id, result, index))
+    return results
+
+
+def _add_results(
+    rows: _Rows, results: list[tuple[str | None, dict, int]], record_id: str, position: str, number: int
+) -> None:
+    """Add each result inlined into a line's tool calls as a tool_result record, with its part, and
+    link its call to it."""
+    session_key, source_file = rows.session_key, rows.source_file
+    for k, (call_id, result, index) in enumerate(results, start=1):
+        # the inlined result becomes a tool_result record after its call, at the same line
+        rows.inlined_results += 1
+        rows.seq += 1
+        result_id = f"{record_id}#result{k}"
+        rows.records.append({
+            "record_id": result_id, "session_key": session_key, "seq": rows.seq, "kind": "tool_result",
+            "position": position, "source_file": source_file, "source_line": number, "timestamp": None,
+            "author": "tool", "turn_id": rows.turn_id, "native_type": "tool_use.result", "observation_count": 1,
+            "record_source": RECORD_SOURCE, "native": _dump(result),
+        })
+        output = result.get("output")
+        rows.parts.append({
+            "record_id": result_id, "session_key": session_key, "part_index": 0, "part_type": "tool_result",
+            "text": output if isinstance(output, str) else None, "call_id": call_id,
+            "is_error": None if "status" not in result else result.get("status") == "error",
+            "capture_state": "complete", "source_file": source_file, "source_line": number,
+            "native_path": f"$.content[{index}].result",
+        })
+        for call in rows.calls:
+            if call["call_record_id"] == record_id and call["call_id"] == call_id:
+                call.update(result_record_id=result_id, result_position=position)
 
 
 def _decode(text: str) -> tuple[dict | None, str | None, str | None]:

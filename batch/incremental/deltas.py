@@ -144,13 +144,7 @@ def run_deltas(
 
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
     None for every table, the manifest's summary of it, and the groups left out."""
-    held: dict[tuple[str, bool], dict[str, int]] = {}
-    for batch in touched:
-        for p in splits[batch["part"]]:
-            for owner, n in p.by_group.items():
-                if owner in growing:
-                    held.setdefault((p.table, p.work), {})
-                    held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
+    held = _held_rows(touched, splits, growing)
     dropped: dict = {None: set()}
     entries, fell_back, whole = [], {}, set()
     with ThreadPoolExecutor(1) as hasher:
@@ -165,50 +159,8 @@ def run_deltas(
                     raise
                 whole.update(owners)  # converted whole instead, as changed groups, with the batches' retries
                 continue
-            # a file whose previous bytes changed was rewritten, not appended to
-            read = {i["path"]: i.get("sha256") for i in before.inputs}
-            rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
-            dropped[None] |= rewritten
-            path_owner = {name: o for o in owners for name, *_ in current[o]}
-            key_owner = {
-                i["session_key"]: path_owner[i["path"]]
-                for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
-            }
-            tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
-            part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-            counts, rows_by_group = {}, RowsByGroup(owners)
-            for key in sorted(old.frames.keys() | new.frames.keys()):
-                table, work = key
-                frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
-                if frame_new is None:
-                    frame_new = frame_old.clear()
-                if frame_old is None:
-                    frame_old = frame_new.clear()
-                # work tables too: their rows hold no value of the batch as a whole (no ordinal
-                # or rank over the batch's lines; `stream_ord` is the record's seq in its stream)
-                group = group_of(frame_new.columns, path_owner, key_owner, owners)
-                rows, fail = difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
-                if fail:
-                    dropped.setdefault(key, set()).update(fail)
-                    if fail - rewritten:
-                        shown = f"{WORK}/{table}" if work else table
-                        fell_back[shown] = fell_back.get(shown, 0) + len(fail - rewritten)
-                if rows.height:
-                    if work:
-                        output.write_work(table, rows, part)
-                    else:
-                        counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
-                    rows_by_group.add(part_label(table, work), rows)
-            recorded = rows_by_group.result((path_owner, key_owner))
-            entries.append({
-                "part": part,
-                "groups": {o: current[o] for o in owners},
-                "inputs": after.inputs,
-                "skipped": [list(s) for s in after.skipped],
-                "counts": counts,
-                "work": output.parts(part, list(WORK_SCHEMAS), work=True),
-                **({"rows": recorded} if recorded is not None else {}),
-            })
+            entries.append(_write_delta(output, owners, growing, before, after, old, new, held, current, used,
+                                        dropped, fell_back))
     summary = {
         "session_groups": len(growing) - len(whole),
         "rewritten": len(dropped[None]),
@@ -217,6 +169,82 @@ def run_deltas(
         **({"converted_whole": len(whole)} if whole else {}),
     }
     return entries, dropped, summary, whole
+
+
+def _held_rows(
+    touched: list[dict], splits: dict[str, list[Piece] | None], growing: dict[str, Growth]
+) -> dict[tuple[str, bool], dict[str, int]]:
+    """The rows the previous batches hold of each grown group, by (table, work)."""
+    held: dict[tuple[str, bool], dict[str, int]] = {}
+    for batch in touched:
+        for p in splits[batch["part"]]:
+            for owner, n in p.by_group.items():
+                if owner in growing:
+                    held.setdefault((p.table, p.work), {})
+                    held[(p.table, p.work)][owner] = held[(p.table, p.work)].get(owner, 0) + n
+    return held
+
+
+def _write_delta(
+    output: Output, owners: list[str], growing: dict[str, Growth], before, after, old: Captured, new: Captured,
+    held: dict, current: dict[str, list | None], used: set[str], dropped: dict, fell_back: dict[str, int],
+) -> dict:
+    """Write a chunk's delta, converted as it was (`before`, into `old`) and as it is (`after`, into
+    `new`), as one new batch; note its rewritten and fallen-back groups in `dropped` and `fell_back`.
+    Returns the batch's state entry."""
+    # a file whose previous bytes changed was rewritten, not appended to
+    read = {i["path"]: i.get("sha256") for i in before.inputs}
+    rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
+    dropped[None] |= rewritten
+    path_owner = {name: o for o in owners for name, *_ in current[o]}
+    key_owner = {
+        i["session_key"]: path_owner[i["path"]]
+        for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
+    }
+    tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
+    part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
+    counts, rows_by_group = {}, RowsByGroup(owners)
+    for key in sorted(old.frames.keys() | new.frames.keys()):
+        table, work = key
+        frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
+        if frame_new is None:
+            frame_new = frame_old.clear()
+        if frame_old is None:
+            frame_old = frame_new.clear()
+        # work tables too: their rows hold no value of the batch as a whole (no ordinal
+        # or rank over the batch's lines; `stream_ord` is the record's seq in its stream)
+        group = group_of(frame_new.columns, path_owner, key_owner, owners)
+        rows, fail = difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
+        if fail:
+            _note_fallback(key, fail, rewritten, dropped, fell_back)
+        if rows.height:
+            if work:
+                output.write_work(table, rows, part)
+            else:
+                counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
+            rows_by_group.add(part_label(table, work), rows)
+    recorded = rows_by_group.result((path_owner, key_owner))
+    return {
+        "part": part,
+        "groups": {o: current[o] for o in owners},
+        "inputs": after.inputs,
+        "skipped": [list(s) for s in after.skipped],
+        "counts": counts,
+        "work": output.parts(part, list(WORK_SCHEMAS), work=True),
+        **({"rows": recorded} if recorded is not None else {}),
+    }
+
+
+def _note_fallback(
+    key: tuple[str, bool], fail: set[str], rewritten: set[str], dropped: dict, fell_back: dict[str, int]
+) -> None:
+    """Note the groups of a table that fall back to their rows whole: their previous rows go, and
+    those not rewritten are counted by the table's shown name."""
+    table, work = key
+    dropped.setdefault(key, set()).update(fail)
+    if fail - rewritten:
+        shown = f"{WORK}/{table}" if work else table
+        fell_back[shown] = fell_back.get(shown, 0) + len(fail - rewritten)
 
 
 def difference(
