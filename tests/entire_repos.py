@@ -211,3 +211,113 @@ def build_scenario(base: Path) -> dict[str, Path]:
     missing = blob_id(MISSING_FULL)
     (work / ".git" / "objects" / missing[:2] / missing[2:]).unlink()
     return {"work": work, "bare": bare, "mirror": mirror, "commits": {"c1": c1, "c2": c2, "c3": c3}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Entire's v2 refs (reference entire.md §9): a repository with v1 and v2 written side by side
+
+V2_MAIN = "refs/entire/checkpoints/v2/main"
+V2_CURRENT = "refs/entire/checkpoints/v2/full/current"
+V2_SEALED = "refs/entire/checkpoints/v2/full/0000000000001"
+V2_DUAL, V2_ONLY, V2_TWICE, V2_ORPHAN = "aa00000000a1", "bb00000000b2", "cc00000000c3", "dd00000000d4"
+SA, SB, SC, SD, SE = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-00000000000{n}" for n in "abcde")
+
+
+def claude_lines(sid: str, texts: list[str]) -> bytes:
+    """Claude Code user lines of session `sid`, one per text, each ending with a newline."""
+    lines = []
+    for i, text in enumerate(texts):
+        lines.append(json.dumps({
+            "type": "user", "sessionId": sid, "uuid": f"{sid[:8]}-0000-4000-8000-{i:012d}",
+            "parentUuid": None if i == 0 else f"{sid[:8]}-0000-4000-8000-{i - 1:012d}",
+            "timestamp": f"2026-05-0{1 + i % 9}T10:00:00.000Z", "message": {"role": "user", "content": text},
+        }))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def v2_root(cid: str, folders: list[str]) -> bytes:
+    """A v2 checkpoint summary: sessions[] names the compact transcript and its hash (§9.3)."""
+    base = f"/{cid[:2]}/{cid[2:]}"
+    sessions = [{"metadata": f"{base}/{f}/metadata.json", "transcript": f"{base}/{f}/transcript.jsonl",
+                 "content_hash": f"{base}/{f}/transcript_hash.txt", "prompt": f"{base}/{f}/prompt.txt"}
+                for f in folders]
+    return meta(cli_version="0.6.1", checkpoint_id=cid, strategy="manual-commit", checkpoints_count=1,
+                sessions=sessions)
+
+
+V2_RAW = {
+    # a session in both layouts, its raw bytes differing (the hashes differ: a declared loss, v1 read)
+    "dual_v1": claude_lines(SA, ["v1 one", "v1 two"]),
+    "dual_v2": claude_lines(SA, ["v2 one", "v2 two", "v2 three", "v2 four"]),
+    "only_in_v2": claude_lines(SB, ["b one", "b two", "b three"]),  # named full.jsonl, without a hash
+    "chunked": claude_lines(SC, [f"c {i}" for i in range(7)]),  # in the sealed generation, in two chunks
+    "current": claude_lines(SE, ["e new one", "e new two"]),  # hash mismatch; a sealed copy is older
+    "sealed_copy": claude_lines(SE, ["e old"]),
+    "orphan": claude_lines(SD, ["no metadata on /main"]),
+}
+
+
+def build_v2(base: Path) -> Path:
+    """A working tree with a v1 branch, Entire's v2 refs and a code commit naming a v2-only checkpoint.
+
+    - V2_DUAL: on v1 with session SA; on v2 with SA (other raw bytes) and SB (v2 only): layout v1+v2.
+    - V2_ONLY: v2 only (Entire 0.6.1); SC's raw transcript in the sealed generation as two chunks,
+      with a compact transcript and checkpoint_transcript_start 3 (a compact line, from 0.5.5); SD
+      with no raw transcript anywhere, read from its compact transcript; a second folder with SC's ID.
+    - V2_TWICE: v2 only; SE's raw in /full/current (a wrong hash) and an older copy in the generation.
+    - V2_ORPHAN: raw files on /full/current, nothing on /main."""
+    work = init(base / "work")
+    commit(work, "refs/heads/entire/checkpoints/v1", {
+        "aa/00000000a1/metadata.json": root_meta(V2_DUAL, ["0"], base="aa/00000000a1"),
+        "aa/00000000a1/0/metadata.json": meta(session_id=SA, checkpoint_id=V2_DUAL, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z"),
+        "aa/00000000a1/0/full.jsonl": V2_RAW["dual_v1"],
+        "aa/00000000a1/0/content_hash.txt": sha256(V2_RAW["dual_v1"]).encode(),
+    }, f"Checkpoint: {V2_DUAL}", when=1_777_000_000)
+    etf = fixture("v1branch_etf_codex.jsonl")
+    chunked = V2_RAW["chunked"]
+    cut = chunked.index(b"\n", len(chunked) // 2)
+    commit(work, V2_MAIN, {
+        "aa/00000000a1/metadata.json": v2_root(V2_DUAL, ["0", "1"]),
+        "aa/00000000a1/0/metadata.json": meta(session_id=SA, checkpoint_id=V2_DUAL, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z"),
+        "aa/00000000a1/1/metadata.json": meta(session_id=SB, checkpoint_id=V2_DUAL, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-01T11:00:00Z"),
+        "aa/00000000a1/1/prompt.txt": b"the v2-only session",
+        "bb/00000000b2/metadata.json": v2_root(V2_ONLY, ["0", "1", "2"]),
+        "bb/00000000b2/0/metadata.json": meta(session_id=SC, checkpoint_id=V2_ONLY, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-02T10:00:00Z",
+                                              checkpoint_transcript_start=3),
+        "bb/00000000b2/0/transcript.jsonl": etf,
+        "bb/00000000b2/0/transcript_hash.txt": sha256(etf).encode(),
+        "bb/00000000b2/1/metadata.json": meta(session_id=SD, checkpoint_id=V2_ONLY, agent="Codex",
+                                              cli_version="0.6.1", created_at="2026-05-02T11:00:00Z"),
+        "bb/00000000b2/1/transcript.jsonl": etf,
+        "bb/00000000b2/1/transcript_hash.txt": sha256(etf).encode(),
+        "bb/00000000b2/2/metadata.json": meta(session_id=SC, checkpoint_id=V2_ONLY, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-02T12:00:00Z"),
+        "cc/00000000c3/metadata.json": v2_root(V2_TWICE, ["0"]),
+        "cc/00000000c3/0/metadata.json": meta(session_id=SE, checkpoint_id=V2_TWICE, agent="Claude Code",
+                                              cli_version="0.6.1", created_at="2026-05-03T10:00:00Z"),
+    }, f"Checkpoint: {V2_TWICE}", when=1_777_100_000)
+    commit(work, V2_CURRENT, {
+        "aa/00000000a1/0/raw_transcript": V2_RAW["dual_v2"],
+        "aa/00000000a1/0/raw_transcript_hash.txt": sha256(V2_RAW["dual_v2"]).encode(),
+        "aa/00000000a1/1/full.jsonl": V2_RAW["only_in_v2"],  # the name in /full before Entire 0.5.6
+        "cc/00000000c3/0/raw_transcript": V2_RAW["current"],
+        "cc/00000000c3/0/raw_transcript_hash.txt": sha256(b"other bytes").encode(),
+        "dd/00000000d4/0/raw_transcript": V2_RAW["orphan"],
+    }, f"Checkpoint: {V2_TWICE}", when=1_777_100_000)
+    commit(work, V2_SEALED, {
+        "generation.json": meta(oldest_checkpoint_at="2026-05-02T10:00:00Z", newest_checkpoint_at="2026-05-02T10:00:00Z"),
+        # Entire writes each chunk without the final newline and joins them with one
+        "bb/00000000b2/0/raw_transcript": chunked[:cut],
+        "bb/00000000b2/0/raw_transcript.001": chunked[cut + 1:],
+        "bb/00000000b2/0/raw_transcript_hash.txt": sha256(chunked).encode(),
+        "cc/00000000c3/0/raw_transcript": V2_RAW["sealed_copy"],
+        "cc/00000000c3/0/raw_transcript_hash.txt": sha256(V2_RAW["sealed_copy"]).encode(),
+    }, "Archive generation", when=1_777_050_000)
+    commit(work, "refs/heads/main", {"README.md": b"v2\n"}, f"Work\n\nEntire-Checkpoint: {V2_ONLY}\n",
+           when=1_777_200_000)
+    git(work, "symbolic-ref", "HEAD", "refs/heads/main")
+    return work

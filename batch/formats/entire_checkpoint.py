@@ -125,6 +125,7 @@ def discover(path: Path, *, combine: bool = False) -> Import:
     found = [loss for c in scan.checkpoints for loss in c.losses]
     found += [loss for c in scan.checkpoints for s in c.sessions if (s.checkpoint_id, s.folder) not in chosen
               for loss in s.losses]
+    found += scan.unattached
     losses = [(None, loss) for loss in found] + [(None, loss) for loss in _absent_checkpoints(links, scan)]
     frames = {
         "checkpoints": checkpoints_frame(scan),
@@ -177,14 +178,22 @@ def fingerprint(
             # a subagent stream is shown as <repository>/<checkpoint>/tasks/<tool use id>/agent-<id>.jsonl
             found.update((f"{name}/{cid}/tasks/{f.path.rsplit('tasks/', 1)[-1]}", "task", f.path, f.blob_id,
                           _size(f)) for f in task.transcripts)
-        # <repository>/<checkpoint>/<path in the checkpoint>: <folder>/full.jsonl is the main stream's name
-        found.update((f"{name}/{cid}/{f.path[len(loc.base) + 1:] if loc.base else f.path}", "file", f.path,
-                      f.blob_id, _size(f)) for f in files)
+        found.update((_shown(name, entry, f), "file", f.path, f.blob_id, _size(f)) for f in files)
     for entry in every:
         meta = entry.files.get("metadata")
         found.add((f"{name}/{entry.checkpoint_id}/{entry.folder}", "metadata", entry.location.ref,
                    meta.blob_id if meta else "", "token_usage_version 2" if delta.get(entry.checkpoint_id) else ""))
     return tuple(sorted(found))
+
+
+def _shown(name: str, entry: SessionEntry, file: FileEntry) -> str:
+    """A blob's name as the outputs show it: <repository>/<checkpoint>/<path in the checkpoint>, the
+    transcript always as <folder>/full.jsonl (the main stream's name; a v2 raw transcript is stored as
+    raw_transcript on a /full ref)."""
+    if file is entry.files.get("transcript"):
+        return f"{name}/{entry.checkpoint_id}/{entry.folder}/full.jsonl"
+    base = (file.location or entry.location).base
+    return f"{name}/{entry.checkpoint_id}/{file.path[len(base) + 1:] if base else file.path}"
 
 
 def _size(file: FileEntry) -> str:

@@ -23,6 +23,7 @@ def checkpoints_frame(scan: Scan) -> pl.DataFrame:
         rows.append({
             "checkpoint_id": c.checkpoint_id, "repository": c.location.repository, "ref": c.location.ref,
             "commit_id": c.location.commit_id, "tree_path": c.location.base, "shadowed_refs": c.shadowed,
+            "layout": c.layout,
             "cli_version": _str(m, "cli_version"), "strategy": _str(m, "strategy"), "branch": _str(m, "branch"),
             "commit_sha": _str(m, "commit_sha"), "checkpoints_count": _int(m, "checkpoints_count"),
             "files_touched": _strs(m, "files_touched"), "session_count": len(c.sessions),
@@ -48,7 +49,7 @@ def checkpoint_sessions_frame(scan: Scan, selected: list[SessionEntry]) -> pl.Da
             compact = s.files.get("compact_transcript")
             rows.append({
                 "checkpoint_id": s.checkpoint_id, "session_folder": s.folder, "session_key": s.session_key,
-                "session_id": s.session_id, "is_selected": (s.checkpoint_id, s.folder) in chosen,
+                "session_id": s.session_id, "is_selected": (s.checkpoint_id, s.folder) in chosen, "layout": s.layout,
                 "agent": s.agent, "model": _str(m, "model"), "created_at": s.created_at,
                 "turn_id": _str(m, "turn_id"), "cli_version": _str(m, "cli_version"), "strategy": _str(m, "strategy"),
                 "branch": _str(m, "branch"), "kind": _str(m, "kind"),

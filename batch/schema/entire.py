@@ -20,12 +20,14 @@ CHECKPOINTS = Table(
     (
         _c("checkpoint_id", STR, "12 lowercase hex characters, or a ULID (26 characters)"),
         _c("repository", STR, "name of the repository folder read"),
-        _c("ref", STR, "reference read: refs/heads/entire/checkpoints/v1, a remote-tracking copy, or "
-           "refs/entire/checkpoints/<shard>/<id>"),
+        _c("ref", STR, "reference read: refs/heads/entire/checkpoints/v1, a remote-tracking copy, "
+           "refs/entire/checkpoints/<shard>/<id>, or refs/entire/checkpoints/v2/main"),
         _c("commit_id", STR, "tip commit of that reference"),
         _c("tree_path", STR, "path of the checkpoint from the commit root: `<id[:2]>/<id[2:]>` on the branch, "
            "empty under a per-checkpoint ref"),
         _c("shadowed_refs", STRS, "other references holding the same ID, not read (routing rules)"),
+        _c("layout", STR, "where the sessions were read: `v1` (the v1 branch or a per-checkpoint ref), `v2` "
+           "(refs/entire/checkpoints/v2/*, no other layout holds the ID), `v1+v2` (v2 added sessions v1 lacks)"),
         _c("cli_version", STR, "Entire CLI version that wrote the checkpoint (may be a git-describe string or `dev`)"),
         _c("strategy", STR, "manual-commit or auto-commit"),
         _c("branch", STR, "branch at creation; null when detached or not recorded"),
@@ -53,6 +55,8 @@ CHECKPOINT_SESSIONS = Table(
         _c("session_key", STR, "the session across checkpoints: session_id without a legacy `YYYY-MM-DD-` prefix; "
            "`<checkpoint_id>/<folder>` when metadata.json is unreadable"),
         _c("session_id", STR, "session_id as stored (legacy ones are date-prefixed)"),
+        _c("layout", STR, "`v1`, or `v2` for a session read from refs/entire/checkpoints/v2/main and the raw "
+           "transcript of its /full ref"),
         _c("is_selected", BOOL, "this checkpoint's copy is the one converted (the newest, unless checkpoints are combined)"),
         _c("agent", STR, "agent display name (Claude Code, Codex, Gemini CLI, ...); null in legacy data"),
         _c("model", STR, "model recorded by Entire; null when empty"),

@@ -94,10 +94,11 @@ def test_checkpoints_are_routed_between_refs_and_branches(scan):
         "e0e0e0e0e0e0": (V1, "e0/e0e0e0e0e0", []),
         "f0f0f0f0f0f0": (V1, "f0/f0f0f0f0f0", []),
     }
-    # refs/entire/checkpoints/v2/main is storage, not a checkpoint: neither read nor reported
+    # refs/entire/checkpoints/v2/main is read as v2 storage: its root metadata.json is no checkpoint
     assert scan.skipped == [
         ("refs/entire/checkpoints/zz/c0ffee000001", "not a per-checkpoint ref: the shard is not the ID's last two characters"),
         (f"{V1}:_branches", "not a checkpoint shard folder"),
+        ("refs/entire/checkpoints/v2/main:metadata.json", "not a checkpoint shard folder"),
     ]
 
 

@@ -32,6 +32,7 @@ KNOWN_SESSION_FILES = {
     "prompt.txt": "prompt",
     "content_hash.txt": "content_hash",
     "context.md": "context",
+    "transcript_hash.txt": "compact_hash",  # v2 (scan_v2.py): the hash of transcript.jsonl
 }
 
 
@@ -76,7 +77,7 @@ def read_checkpoint(repo: pygit2.Repository, cid: str, location: CheckpointLocat
             continue
         sessions.append(_read_session(repo, cid, location, folder, entries[folder]))
     if "tasks" in entries and entries["tasks"].type_str == "tree":
-        tasks = _read_tasks(repo, entries["tasks"], location.path("tasks"), cid, losses)
+        tasks = read_tasks(repo, entries["tasks"], location.path("tasks"), cid, losses)
         _assign_tasks(repo, tasks, sessions, cid, losses)
     for name_, entry in entries.items():
         if name_ not in ("metadata.json", "tasks") and not (entry.type_str == "tree" and name_ in folders):
@@ -107,7 +108,7 @@ def _read_session(
         path = f"{session.path}/{child.name}"
         if child.type_str == "tree":
             if child.name == "tasks":  # auto-commit era: the session's own .entire/metadata copy
-                session.tasks.extend(_read_tasks(repo, child, path, cid, session.losses))
+                session.tasks.extend(read_tasks(repo, child, path, cid, session.losses))
             else:
                 session.unknown.extend(_walk_files(repo, child, path, cid, folder, session.losses))
             continue
@@ -155,7 +156,7 @@ def _walk_files(
     return out
 
 
-def _read_tasks(
+def read_tasks(
     repo: pygit2.Repository, entry: pygit2.Object, path: str, cid: str, losses: list[SourceLoss]
 ) -> list[TaskEntry]:
     tasks = []

@@ -35,7 +35,7 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
     losses = list(session.losses)
 
     def provenance(file: FileEntry) -> Provenance:
-        loc = session.location
+        loc = file.location or session.location
         return Provenance(loc.repository, loc.ref, loc.commit_id, cid, file.path, file.blob_id)
 
     def read(file: FileEntry | None) -> Blob | None:
@@ -50,20 +50,8 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
 
     # a transcript with an absent chunk is not read at all (each absent blob is a declared loss)
     transcript = _join_chunks([read(session.files.get("transcript")), *(read(c) for c in session.chunks)])
-    content_hash, hash_ok = None, None
-    hash_blob = read(session.files.get("content_hash"))
-    if hash_blob is not None:
-        content_hash = hash_blob.data.decode("utf-8", "replace").strip()
-        if transcript is not None:
-            hash_ok = _hash_matches(content_hash, transcript.data, chunked=bool(session.chunks))
-            if not hash_ok:
-                losses.append(SourceLoss(
-                    "hash_mismatch",
-                    f"content_hash.txt says {content_hash[:80]}, the transcript hashes to "
-                    f"sha256:{hashlib.sha256(transcript.data).hexdigest()}: it changed after Entire stored it; "
-                    "converted as stored, its integrity unverified",
-                    cid, folder, f"{session.path}/content_hash.txt",
-                ))
+    content_hash = _stored_hash(read(session.files.get("content_hash")))
+    hash_ok = _verify(session, "content_hash", content_hash, transcript, losses)
     tasks = []
     for task in session.tasks:
         task_json_blob = read(task.task_json)
@@ -83,6 +71,7 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
             provenance(task.task_json) if task.task_json else None, others,
         ))
     compact = read(session.files.get("compact_transcript"))
+    _verify(session, "compact_hash", _stored_hash(read(session.files.get("compact_hash"))), compact, losses)
     native_format = native_format_of(session, transcript)
     if native_format is None and compact is None:
         if transcript is not None:
@@ -105,6 +94,36 @@ def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
         native_format=native_format,
         losses=losses,
     )
+
+
+def _stored_hash(blob: Blob | None) -> str | None:
+    return None if blob is None else blob.data.decode("utf-8", "replace").strip()
+
+
+def _verify(
+    session: SessionEntry, role: str, stored: str | None, blob: Blob | None, losses: list[SourceLoss]
+) -> bool | None:
+    """Whether `blob` hashes to the `stored` hash of its file `role` (content_hash: the raw transcript;
+    compact_hash: v2's transcript.jsonl); a mismatch is a declared loss. None when either is absent."""
+    if stored is None or blob is None:
+        return None
+    chunked = role == "content_hash" and bool(session.chunks)
+    if _hash_matches(stored, blob.data, chunked=chunked):
+        return True
+    path = session.files[role].path
+    if session.layout == "v2":
+        category = "v2_raw_hash_mismatch" if role == "content_hash" else "v2_compact_hash_mismatch"
+    else:
+        category = "hash_mismatch"
+    what = "transcript" if role == "content_hash" else "compact transcript"
+    losses.append(SourceLoss(
+        category,
+        f"{path.rsplit('/', 1)[-1]} says {stored[:80]}, the {what} hashes to "
+        f"sha256:{hashlib.sha256(blob.data).hexdigest()}: it changed after Entire stored it; "
+        "converted as stored, its integrity unverified",
+        session.checkpoint_id, session.folder, path,
+    ))
+    return False
 
 
 def _join_chunks(parts: list[Blob | None]) -> Blob | None:

@@ -20,6 +20,8 @@ HEX_ID = re.compile(r"^[0-9a-f]{12}$")
 # ULID: 26 characters of Crockford base32 in canonical uppercase, first one 0-7 (48-bit time prefix)
 ULID_ID = re.compile(r"^[0-7][0-9ABCDEFGHJKMNPQRSTVWXYZ]{25}$")
 DATED_SESSION = re.compile(r"^\d{4}-\d{2}-\d{2}-(.+)$")
+# an Entire CLI version: the leading major.minor.patch (a git-describe suffix is ignored)
+VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
 def is_checkpoint_id(value: str) -> bool:
@@ -57,6 +59,8 @@ class FileEntry:
     path: str  # tree path from the commit root
     blob_id: str
     size: int | None  # None when the blob is absent from the object database
+    # the reference holding the blob when it is not its session's (a v2 raw transcript: a /full ref)
+    location: CheckpointLocation | None = None
 
 
 @dataclass
@@ -84,6 +88,7 @@ class SessionEntry:
     unknown: list[FileEntry] = field(default_factory=list)  # any other file under the folder
     tasks: list[TaskEntry] = field(default_factory=list)
     losses: list[SourceLoss] = field(default_factory=list)
+    layout: str = "v1"  # "v1": the v1 branch or a per-checkpoint ref; "v2": Entire's v2 refs (scan_v2.py)
 
     @property
     def session_id(self) -> str | None:
@@ -115,7 +120,10 @@ class SessionEntry:
     @property
     def transcript_start(self) -> int | None:
         """First line of full.jsonl this checkpoint covers: checkpoint_transcript_start, else the
-        deprecated transcript_lines_at_start; None when neither is written (Entire omits 0)."""
+        deprecated transcript_lines_at_start; None when neither is written (Entire omits 0), and for a
+        v2 session whose checkpoint_transcript_start counts lines of transcript.jsonl instead."""
+        if self.v2_compact_start:
+            return None
         for key in ("checkpoint_transcript_start", "transcript_lines_at_start"):
             value = (self.metadata or {}).get(key)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -125,9 +133,23 @@ class SessionEntry:
     @property
     def compact_transcript_start(self) -> int | None:
         """First transcript.jsonl line this checkpoint covers; None (absent) means the file holds only this
-        checkpoint's part (legacy), which differs from 0."""
-        value = (self.metadata or {}).get("compact_transcript_start")
+        checkpoint's part (legacy), which differs from 0. A v2 session written by Entire 0.5.5 or later
+        stores it as checkpoint_transcript_start (reference entire.md §9.3, §9.6 rule 6)."""
+        key = "checkpoint_transcript_start" if self.v2_compact_start else "compact_transcript_start"
+        value = (self.metadata or {}).get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def v2_compact_start(self) -> bool:
+        """A v2 session whose checkpoint_transcript_start is a line of the compact transcript: written by
+        Entire 0.5.5 or later; a version that does not parse (`dev`) counts as one when the session
+        has a compact transcript."""
+        if self.layout != "v2":
+            return False
+        version = VERSION.match(str((self.metadata or {}).get("cli_version") or ""))
+        if version is None:
+            return "compact_transcript" in self.files
+        return tuple(int(x) for x in version.groups()) >= (0, 5, 5)
 
     @property
     def size(self) -> int:
@@ -159,6 +181,7 @@ class Checkpoint:
     sessions: list[SessionEntry]
     losses: list[SourceLoss] = field(default_factory=list)
     shadowed: list[str] = field(default_factory=list)  # other references holding this ID, not read
+    layout: str = "v1"  # "v1", "v2", or "v1+v2" when v2 added sessions v1 lacks (scan_v2.py)
 
 
 @dataclass
@@ -168,12 +191,14 @@ class Scan:
     repository: str
     checkpoints: list[Checkpoint] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (ref or tree path, why)
+    # losses of no checkpoint read (v2 raw transcripts whose checkpoint /main does not hold)
+    unattached: list[SourceLoss] = field(default_factory=list)
 
     @property
     def losses(self) -> list[SourceLoss]:
         return [loss for c in self.checkpoints for loss in c.losses] + [
             loss for c in self.checkpoints for s in c.sessions for loss in s.losses
-        ]
+        ] + self.unattached
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,13 @@ def claims(ref: str) -> bool:
 def candidates(repo: pygit2.Repository, name: str, ref: str, scan: Scan) -> Iterator[tuple[tuple, Checkpoint]]:
     """Every checkpoint at the tip of `ref`, with its routing key."""
     rank = 1 if ref == V1_BRANCH else 2
-    for checkpoint in _read_branch(repo, name, ref, scan):
+    for checkpoint in read_branch(repo, name, ref, scan):
         newest = max((s.created_at for s in checkpoint.sessions if s.created_at), default=None)
         # a more recent copy first; then the local branch before remote-tracking ones
         yield (1, -(newest.timestamp() if newest else float("-inf")), rank, ref), checkpoint
 
 
-def _read_branch(repo: pygit2.Repository, name: str, ref: str, scan: Scan) -> Iterator[Checkpoint]:
+def read_branch(repo: pygit2.Repository, name: str, ref: str, scan: Scan) -> Iterator[Checkpoint]:
     commit = peel_commit(repo, ref)
     if commit is None:
         scan.skipped.append((ref, "does not point to a commit"))
