@@ -59,7 +59,6 @@ def test_notebook_runs_headless(notebook: Path, demo_out: Path, tmp_path: Path):
 SHOW = """
 import importlib.util, json, sys
 from pathlib import Path
-from conftest import ROOT
 notebook = sys.argv[1]
 sys.argv = [notebook, "--", *sys.argv[2:]]
 sys.path.insert(0, str(Path(notebook).parent))

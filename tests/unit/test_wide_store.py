@@ -130,7 +130,7 @@ def test_hostile_streams_convert_alike_with_a_store():
     # mid-file: every table is the same, row for row and in order, with a store and chunks of a few
     # KiB as without
     from conftest import CORPUS
-    from test_lines import STREAMS, stream
+    from test_line_reader import STREAMS, stream
 
     session = (CORPUS / "marot-spotter" / "short.jsonl").read_bytes()
     lines = session.split(b"\n")
