@@ -2,7 +2,7 @@
 inputs are and which converter reads a stream, and imports no source or format itself.
 
 A source finds its inputs and gives units of work (batch/sources/base.py): Claude Code files
-(`sources/claude_code`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
+(`sources/claude_code`), Codex rollout files among them, told apart by their first line (`sources/codex`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
 `sources/entire`) and files of Entire lifecycle events (`formats/entire_events`). A format converts
 the streams of one batch (`Stream.producer_source`) into frames of the output and work tables.
 Adding a source: a branch in `discover` (and `given_roots`); adding a format: a line in `FORMATS`.
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from batch.formats import claude_code, entire_checkpoint, entire_events
+from batch.formats import claude_code, codex, entire_checkpoint, entire_events
+from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
 from batch.sources.claude_code import Discovery
@@ -25,7 +26,9 @@ from batch.sources.git import is_repository
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
-FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
+FORMATS = {
+    claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert, codex.FORMAT: codex.convert,
+}
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 RUN_TABLES = ENTIRE_TABLES
 
@@ -53,7 +56,8 @@ def discover(
     sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
     known_events: dict | None = None,
 ) -> Inputs:
-    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
+    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code
+    files and Codex rollouts (a .jsonl file whose first line is a Codex session_meta is read as Codex).
     `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
     read (`claude_code.discover`, `entire_events.discover`)."""
     repos = [p for p in sources if is_repository(p)] + entire
@@ -67,7 +71,8 @@ def discover(
         folder = git_folder(imp.root)
         if folder not in found.roots:
             found.roots.append(folder)
-    all_units = file_units(found.files) + [u for imp in imports for u in imp.units]
+    rollouts, found.files = codex_files.split(found.files)
+    all_units = file_units(found.files) + codex_files.units(rollouts) + [u for imp in imports for u in imp.units]
     event_heads = {}
     if events:  # files of Entire lifecycle events, named with --entire-events
         event_units, event_files = entire_events.discover(events, known=known_events)
