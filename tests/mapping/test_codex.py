@@ -258,3 +258,39 @@ def test_a_legacy_rollout_converts(tmp_path):
     assert call["tool_kind"] == "execute" and call["status"] == "completed"
     assert one(t["parts"], part_type="tool_result")["text"] == lines[4]["output"]
     assert t["inferences"].height == 0  # no usage before 0.32
+
+
+def test_a_forks_replayed_usage_is_counted_once_for_the_parent(tmp_path):
+    # synthetic fork, shaped after reference §10: the child file holds its own session_meta
+    # (forked_from_id), then the parent's lines verbatim (its session_meta and token_counts), then its
+    # own turn; no real fork file is in the fixtures. The parent is the real tiny 0.104 session.
+    parent = load(TINY)
+    pid = parent[0]["payload"]["id"]
+    cid = "019c8a00-0000-7000-8000-000000000001"  # sorts before the parent: attribution is not by key order
+    own_meta = {**parent[0], "payload": {**parent[0]["payload"], "id": cid, "forked_from_id": pid}}
+    last_total = [o for o in parent if o["payload"].get("type") == "token_count" and o["payload"]["info"]][-1]
+    total = last_total["payload"]["info"]["total_token_usage"]
+    new_last = {"input_tokens": 40000, "cached_input_tokens": 30000, "output_tokens": 500,
+                "reasoning_output_tokens": 100, "total_tokens": 40500}
+    new_total = {k: total[k] + new_last[k] for k in FIELDS}
+    own_usage = {"timestamp": "2026-02-23T13:30:00.000Z", "type": "event_msg", "payload": {
+        "type": "token_count", "info": {"total_token_usage": new_total, "last_token_usage": new_last,
+                                        "model_context_window": 258400}, "rate_limits": None}}
+    src = tmp_path / "sessions"
+    src.mkdir()
+    shutil.copy(TINY, src / TINY.name)
+    child = src / f"rollout-2026-02-23T13-30-00-{cid}.jsonl"
+    child.write_text("".join(json.dumps(o) + "\n" for o in [own_meta, *parent, own_usage]))
+    batch.convert([src], tmp_path / "out")
+    t = read_tables(tmp_path / "out")
+    inf = t["inferences"]
+    parent_responses = responses(TINY)
+    assert inf.height == len(parent_responses) + 1
+    assert rows(inf, session_key=pid).height == len(parent_responses)
+    assert set(rows(inf, session_key=pid)["observation_count"]) == {2}
+    mine = one(inf, session_key=cid)
+    assert mine["input_total_tokens"] == 40000 and mine["output_total_tokens"] == 500
+    assert inf["input_total_tokens"].sum() + inf["output_total_tokens"].sum() == new_total["total_tokens"]
+    edge = one(t["lineage"], session_key=cid)
+    assert edge["relation"] == "forked_from" and edge["parent_session_key"] == pid
+    assert one(t["sessions"], session_key=cid)["forked_from_session_id"] == pid
