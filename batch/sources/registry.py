@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from batch.formats import claude_code, codex, entire_checkpoint, entire_events
+from batch.formats.codex import report as codex_report
 from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
@@ -128,9 +129,11 @@ def run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.Dat
 
 def export_report(
     versions: list[str], absent: list[dict], imports: list[entire_checkpoint.Import], source_losses: dict[str, int],
+    codex_versions: list[str] | None = None,
 ) -> tuple[dict, dict]:
     """The manifest's `export_report` (what each format says of its mapping: usage selection,
-    coverage, unassigned facts, retention) and the manifest's entries of the sources read once per
+    coverage, unassigned facts, retention; `codex` when Codex rollouts were read, with their
+    `codex_versions`) and the manifest's entries of the sources read once per
     run (`entire`: the repositories and the losses their scans found)."""
     report = {
         "usage_selection": claude_code.USAGE_SELECTION,
@@ -139,6 +142,8 @@ def export_report(
         "retention": {"policy": claude_code.RETENTION, "absent_files": absent},
     }
     extra = {}
+    if codex_versions is not None:  # the run read Codex rollouts
+        report["codex"] = codex_report.export_report(codex_versions)
     if imports:
         report["entire"] = entire_checkpoint.EXPORT_REPORT
         extra["entire"] = {"repositories": [imp.summary for imp in imports], "source_losses": source_losses}

@@ -294,3 +294,30 @@ def test_a_forks_replayed_usage_is_counted_once_for_the_parent(tmp_path):
     edge = one(t["lineage"], session_key=cid)
     assert edge["relation"] == "forked_from" and edge["parent_session_key"] == pid
     assert one(t["sessions"], session_key=cid)["forked_from_session_id"] == pid
+
+
+def test_the_manifest_says_how_codex_usage_is_selected(tables):
+    report = tables["manifest"]["export_report"]
+    versions = sorted({load(p)[0]["payload"]["cli_version"] for p in [*REAL, COMPOSITE]})  # each file's first line
+    assert sorted(report["codex"]["coverage"]["versions_in_input"]) == versions
+    assert "§9.6" in report["codex"]["usage_selection"]
+    assert report["coverage"]["versions_in_input"] == []  # no Claude Code file in this run
+
+
+def test_a_grown_rollout_is_converted_again_whole(tmp_path):
+    src = tmp_path / "sessions"
+    shutil.copytree(CODEX, src)
+    out = tmp_path / "out"
+    batch.convert([src], out)
+    grown = src / TINY.name
+    objs = load(TINY)
+    extra = {"timestamp": "2026-02-23T13:30:00.000Z", "type": "event_msg",
+             "payload": {"type": "task_complete", "turn_id": "t", "last_agent_message": None}}
+    with grown.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(extra) + "\n")
+    batch.convert([src], out)
+    t = read_tables(out)
+    mine = rows(t["source_lines"], source_file="sessions/" + TINY.name).sort("line")
+    assert mine["line"].to_list() == list(range(1, len(objs) + 2))
+    assert t["source_lines"].select("source_file", "line").n_unique() == t["source_lines"].height
+    assert one(t["sessions"], session_key=session_id(TINY))["line_count"] == len(objs) + 1

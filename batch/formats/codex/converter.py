@@ -60,9 +60,10 @@ def _inputs(streams: list[Stream], read, lines: pl.DataFrame, every: pl.DataFram
     """The manifest's entry of each stream read."""
     counts = dict(lines.group_by("file_idx").len().iter_rows())
     physical = dict(read.lines.group_by("file_idx").len().iter_rows())
+    # the version of the file's own (first) session_meta: later ones are copies of other threads' (§10)
     versions = dict(
-        every.filter(pl.col("cli_version").is_not_null() & (pl.col("line_type") == "session_meta"))
-        .group_by("file_idx", maintain_order=True).agg(pl.col("cli_version").unique(maintain_order=True))
+        every.filter(pl.col("line_type") == "session_meta")
+        .group_by("file_idx", maintain_order=True).agg(pl.col("cli_version").first().implode().list.drop_nulls())
         .iter_rows()
     )
     return [
