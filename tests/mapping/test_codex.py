@@ -321,3 +321,29 @@ def test_a_grown_rollout_is_converted_again_whole(tmp_path):
     assert mine["line"].to_list() == list(range(1, len(objs) + 2))
     assert t["source_lines"].select("source_file", "line").n_unique() == t["source_lines"].height
     assert one(t["sessions"], session_key=session_id(TINY))["line_count"] == len(objs) + 1
+
+
+BIG = CODEX / "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"
+
+
+def test_a_remote_compaction_is_a_compaction_and_its_estimate_no_response(tables):
+    objs = load(BIG)
+    at = [n for n, o in enumerate(objs, 1) if o["type"] == "compacted"]
+    comps = rows(tables["compactions"], session_key=session_id(BIG))
+    assert comps["position"].to_list() == [f"line:{n}" for n in at]
+    row = comps.row(0, named=True)
+    message = objs[at[0] - 1]["payload"]["message"]
+    assert row["summary"] == (message or None) and row["compaction_kind"] == "full"
+    assert json.loads(row["native"]) == objs[at[0] - 1]
+    assert one(tables["records"], record_id=row["record_id"])["kind"] == "compaction"
+    assert rows(tables["parts"], record_id=row["record_id"]).height == 0  # the summary is not a message
+    # the token_count just before it: last usage an estimate (input and output 0), not a response
+    estimates = [n for n, o in enumerate(objs, 1) if (o.get("payload") or {}).get("type") == "token_count"
+                 and (o["payload"].get("info") or {}).get("last_token_usage", {}).get("input_tokens") == 0
+                 and o["payload"]["info"]["last_token_usage"]["output_tokens"] == 0]
+    assert estimates
+    first = one(tables["source_lines"], source_file=shown(BIG), line=estimates[0])
+    assert first["status"] == "mapped"
+    assert one(tables["records"], record_id=first["record_id"])["inference_id"] is None
+    usage_lines = set(rows(tables["inferences"], session_key=session_id(BIG))["usage_source_line"])
+    assert not usage_lines & set(estimates)

@@ -43,6 +43,7 @@ def convert(
     out = {
         "records": records,
         "parts": tables.parts(every, blocks),
+        "compactions": tables.compactions(records, every),
         "source_lines": tables.source_lines(every),
         "rejects": tables.rejects(every),
         "tool_calls": tables.tool_calls(every),

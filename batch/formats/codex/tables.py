@@ -7,6 +7,7 @@ import json
 import polars as pl
 
 from batch.formats.codex.classify import CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND
+from batch.schema.hooks import COMPACTIONS
 from batch.schema.core import PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
@@ -78,11 +79,7 @@ def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
         text="event_text",
         native_path=pl.when(ptype == "agent_reasoning").then(pl.lit("$.payload.text")).otherwise(pl.lit("$.payload.message")),
     )
-    compacted = kept.filter(pl.col("line_type") == "compacted").select(
-        *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("text"), text="compacted_text",
-        native_path=pl.lit("$.payload.message"),
-    )
-    frames = [from_blocks, encrypted, calls, results, events, compacted]
+    frames = [from_blocks, encrypted, calls, results, events]  # a compaction's summary is no part (compactions)
     frame = pl.concat([shaped(f.rename({"line": "source_line"}), PARTS.schema, keep=["file_idx"]) for f in frames])
     frame = frame.with_columns(capture_state=pl.when(pl.col("part_type") == "redacted_thinking")
                                .then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
@@ -94,6 +91,19 @@ def _tool_name() -> pl.Expr:
         pl.col("tool_name"),
         pl.col("payload_type").replace_strict(CALL_NAMES, default=None, return_dtype=pl.String),
     )
+
+
+def compactions(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """A `compacted` line is a full compaction (reference §7): its `message` the summary, as the Claude
+    Code entry's compact summary is not a message (ASR-373); empty for a remote compaction (null here)."""
+    kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "compacted")).select(
+        "record_id", "text", summary=pl.when(pl.col("compacted_text") != "").then("compacted_text"),
+    )
+    frame = records.select("record_id", "session_key", "seq", "position", "timestamp").join(kept, on="record_id").select(
+        "record_id", "session_key", "seq", "position", recorded_at="timestamp",
+        compaction_kind=pl.lit("full"), summary="summary", replaces=pl.lit("prefix"), native="text",
+    )
+    return shaped(frame, COMPACTIONS.schema)
 
 
 def source_lines(every: pl.DataFrame) -> pl.DataFrame:
