@@ -104,7 +104,8 @@ def nothing_found_message(sources: list[Path], found: Discovery, imports: list[e
     seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
     return (
         f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
-        f"their subagents' agent-*.jsonl.{hint} Pass ~/.claude/projects, a project folder or .jsonl files."
+        f"their subagents' agent-*.jsonl, and Codex rollout .jsonl files (first line session_meta).{hint} Pass "
+        "~/.claude/projects, a project folder, ~/.codex/sessions or .jsonl files."
     )
 
 

@@ -347,3 +347,24 @@ def test_a_remote_compaction_is_a_compaction_and_its_estimate_no_response(tables
     assert one(tables["records"], record_id=first["record_id"])["inference_id"] is None
     usage_lines = set(rows(tables["inferences"], session_key=session_id(BIG))["usage_source_line"])
     assert not usage_lines & set(estimates)
+
+
+def test_records_carry_the_turn_and_model_they_were_written_in(tables):
+    path = CODEX / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+    objs = load(path)
+    turn = model = None
+    expected = {}
+    for n, o in enumerate(objs, 1):
+        p = o.get("payload") or {}
+        if o["type"] == "turn_context":
+            turn, model = p.get("turn_id", turn), p["model"]
+        elif p.get("type") == "task_started":
+            turn = p["turn_id"]
+        expected[n] = (turn, model)
+    recs = rows(tables["records"], session_key=session_id(path))
+    for rec in recs.iter_rows(named=True):
+        assert rec["turn_id"] == expected[rec["source_line"]][0], rec["position"]
+        if rec["author"] == "model":
+            assert rec["model"] == expected[rec["source_line"]][1], rec["position"]
+    assert recs["seq"].to_list() == list(range(1, recs.height + 1))
+    assert recs.sort("seq")["source_line"].is_sorted()
