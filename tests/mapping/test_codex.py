@@ -368,3 +368,20 @@ def test_records_carry_the_turn_and_model_they_were_written_in(tables):
             assert rec["model"] == expected[rec["source_line"]][1], rec["position"]
     assert recs["seq"].to_list() == list(range(1, recs.height + 1))
     assert recs.sort("seq")["source_line"].is_sorted()
+
+
+def test_a_line_that_is_not_an_object_is_rejected_and_the_rest_mapped(tmp_path):
+    src = tmp_path / "sessions"
+    src.mkdir()
+    text = TINY.read_text(encoding="utf-8").splitlines()
+    broken = [*text[:3], '{"timestamp":"2026-02-23T12:19:40.000Z","type":"event_msg","payl', "[1, 2]", *text[3:]]
+    (src / TINY.name).write_text("\n".join(broken) + "\n\n")  # a blank line at the end is not a line
+    batch.convert([src], tmp_path / "out")
+    t = read_tables(tmp_path / "out")
+    lines = t["source_lines"].sort("line")
+    assert lines.height == len(broken)
+    assert lines.filter(pl.col("status") == "rejected")["line"].to_list() == [4, 5]
+    assert t["rejects"].sort("line")["reason"].to_list() == ["invalid_json", "not_an_object"]
+    assert t["rejects"].sort("line")["raw"].to_list() == [broken[3].encode(), broken[4].encode()]
+    assert one(t["losses"], category="rejected_lines")["count"] == 2
+    assert rows(lines, status="mapped").height + rows(lines, status="duplicate").height == len(text)
