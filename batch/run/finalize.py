@@ -187,8 +187,11 @@ def manifest(
 ) -> dict:
     rejected = counts.get("rejects", 0)
     foreign = sum(1 for i in inputs if i["status"] == "foreign")
-    versions = sorted({v for i in inputs for v in i.get("versions", [])}, key=_version_key)
-    report, extra = registry.export_report(versions, absent, imports, source_losses)
+    codex = [i for i in inputs if i.get("format") == registry.codex.FORMAT]
+    versions = sorted({v for i in inputs if i.get("format") != registry.codex.FORMAT for v in i.get("versions", [])},
+                      key=_version_key)
+    codex_versions = sorted({v for i in codex for v in i.get("versions", [])}, key=_version_key) if codex else None
+    report, extra = registry.export_report(versions, absent, imports, source_losses, codex_versions)
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},

@@ -26,12 +26,12 @@ SESSIONS = Table(
            "null for a main session (a root is never claimed from one transcript)"),
         _c("parent_session_id", STR, "native sessionId carried by a subagent's records (its parent's)"),
         _c("agent_id", STR, "native agentId of a subagent"),
-        _c("agent", STR, "agent that wrote the transcript: claude-code; for an Entire session without a Claude Code "
+        _c("agent", STR, "agent that wrote the transcript: claude-code, codex (a Codex CLI rollout); for an Entire session without a Claude Code "
            "transcript, the agent Entire names (codex, gemini-cli, ...)"),
         _c("producer_method", STR, "how the records were produced: converter, or import (Entire Transcript Format, "
            "or a session known only from Entire lifecycle events); "
            "null for an Entire session with no usable transcript"),
-        _c("producer_source", STR, "native format converted: claude-code-jsonl, entire-transcript, or "
+        _c("producer_source", STR, "native format converted: claude-code-jsonl, codex-rollout-jsonl, entire-transcript, or "
            "entire-agent-events (a session known only from lifecycle events)"),
         _c("content_level", STR, "full for native transcripts; redacted for Entire checkpoints"),
         _c("started_at", TS, "earliest record timestamp of the stream (UTC); the timestamp of an Entire "
@@ -40,7 +40,8 @@ SESSIONS = Table(
         _c("cwd", STR, "first working directory recorded"),
         _c("cwds", STRS, "every distinct working directory, in first-seen order"),
         _c("git_branch", STR, "first non-empty git branch recorded"),
-        _c("versions", STRS, "every Claude Code version that wrote lines of the stream, in first-seen order"),
+        _c("versions", STRS, "every Claude Code version that wrote lines of the stream, in first-seen order; for Codex the first "
+           "session_meta's cli_version"),
         _c("title", STR, "latest title: custom-title beats ai-title beats the newest summary line of the file"),
         _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
@@ -49,7 +50,8 @@ SESSIONS = Table(
         _c("source_files", STRS, "input files holding the stream (Entire lifecycle events files after the transcripts)"),
         _c("rebuilt_from", STR, "agent_progress when the subagent transcript is absent and the stream was rebuilt "
            "from the copies its parent's progress lines embed; else null"),
-        _c("client_name", STR, "client that wrote the stream: the first entrypoint (cli, sdk-cli, ...)"),
+        _c("client_name", STR, "client that wrote the stream: the first entrypoint (cli, sdk-cli, ...); for Codex the "
+           "session_meta originator (codex_cli_rs, codex_exec, Codex Desktop, ...)"),
         _c("active_leaf_uuid", STR, "active leaf: leafUuid of the latest last-prompt line"),
         _c("active_leaf_record_id", STR, "record holding the active leaf, when it is in this stream"),
         _c("forked_from_session_id", STR, "session the records were copied from (forkedFrom.sessionId); see lineage"),
@@ -61,7 +63,9 @@ SESSIONS = Table(
         _c("line_count", I64, "rows of this stream's files in source_lines"),
         _c("sidecar", JSON, "the sidecar .meta.json as read (native)", json=True),
         _c("meta", JSON, "_meta of the stream: for an Entire checkpoint, io.entire/checkpoint names the checkpoint "
-           "read (and io.entire/tool_use_id the spawning call of a tasks/ subagent); null for files", json=True),
+           "read (and io.entire/tool_use_id the spawning call of a tasks/ subagent); for a Codex rollout, "
+           "com.openai.codex/session_meta holds the first session_meta's fields but the instructions (cli_version, "
+           "originator, model_provider, git, source, ...); null for other files", json=True),
         _c("source_present", BOOL, "whether the run that wrote this output found the session's source (its files, or "
            "its checkpoint): false for a session kept from an earlier run after its source was deleted, moved away "
            "or not given again (`--prune` drops those); null when the session belongs to no session group"),
@@ -84,7 +88,7 @@ RECORDS = Table(
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
            "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
            "turn_stats, subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
-           "event: audit only), unknown"),
+           "event: audit only), com.openai.codex/token_count (a Codex token_count event), unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
         _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),
@@ -156,7 +160,8 @@ PARTS = Table(
         _c("media_type", STR, "image or document source media type"),
         _c("schema", STR, "for data parts: com.anthropic.claude-code/attachment/<attachment type>"),
         _c("capture_state", STR, "what is held (ASR-238): complete; empty (an attachment with no structured content); "
-           "external (a tool output persisted to tool-results/, file present in the archive); truncated (that file is gone)"),
+           "external (a tool output persisted to tool-results/, file present in the archive); truncated (that file is gone); "
+           "encrypted (a Codex reasoning item's encrypted_content: held verbatim in the record's native JSON, not readable)"),
         _c("persisted_file", STR, "name of the tool-results/ file a persisted tool output points to"),
         _c("display_content", JSON, "an attachment's rendered text (UI rendering, `rendered`), kept apart from its data",
            json=True),
@@ -197,8 +202,9 @@ INFERENCE_OBSERVATIONS = Table(
         _c("model", STR, "message.model"),
         _c("stop_reason", STR, "stop_reason of the latest observation; null when upstream never wrote it"),
         *_USAGE_COLS,
-        _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file) or "
-           "agent_progress (a copy in the parent's progress line, the subagent file being absent)"),
+        _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file), "
+           "agent_progress (a copy in the parent's progress line, the subagent file being absent), or token_count "
+           "(a Codex token_count event's last_token_usage)"),
         _c("usage_position", STR, "position of the line the usage was taken from"),
         _c("usage_source_file", STR, "file of that line"),
         _c("usage_source_line", I64, "physical line of that line"),
@@ -223,7 +229,7 @@ INFERENCES = Table(
            "to this inference, when the transcript has one", json=True),
         _c("usage_complete", BOOL, "false when the selected observation has no stop reason: upstream wrote "
            "streaming placeholders, so output_total_tokens is a lower bound"),
-        _c("usage_source", STR, "where the usage was read: transcript or agent_progress (see inference_observations)"),
+        _c("usage_source", STR, "where the usage was read: transcript, agent_progress or token_count (see inference_observations)"),
         _c("usage_position", STR, "position the usage came from"),
         _c("usage_source_file", STR, "file the usage came from"),
         _c("usage_source_line", I64, "line the usage came from"),

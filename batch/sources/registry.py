@@ -2,7 +2,7 @@
 inputs are and which converter reads a stream, and imports no source or format itself.
 
 A source finds its inputs and gives units of work (batch/sources/base.py): Claude Code files
-(`sources/claude_code`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
+(`sources/claude_code`), Codex rollout files among them, told apart by their first line (`sources/codex`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
 `sources/entire`) and files of Entire lifecycle events (`formats/entire_events`). A format converts
 the streams of one batch (`Stream.producer_source`) into frames of the output and work tables.
 Adding a source: a branch in `discover` (and `given_roots`); adding a format: a line in `FORMATS`.
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
-from batch.formats import claude_code, entire_checkpoint, entire_events
+from batch.formats import claude_code, codex, entire_checkpoint, entire_events
+from batch.formats.codex import report as codex_report
+from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
 from batch.sources.claude_code import Discovery
@@ -25,7 +27,9 @@ from batch.sources.git import is_repository
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
 # A converter turns the streams of one batch into frames of the output and work tables.
-FORMATS = {claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert}
+FORMATS = {
+    claude_code.FORMAT: claude_code.convert, entire_events.FORMAT: entire_events.convert, codex.FORMAT: codex.convert,
+}
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 RUN_TABLES = ENTIRE_TABLES
 
@@ -53,7 +57,8 @@ def discover(
     sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
     known_events: dict | None = None,
 ) -> Inputs:
-    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code files.
+    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code
+    files and Codex rollouts (a .jsonl file whose first line is a Codex session_meta is read as Codex).
     `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
     read (`claude_code.discover`, `entire_events.discover`)."""
     repos = [p for p in sources if is_repository(p)] + entire
@@ -67,7 +72,8 @@ def discover(
         folder = git_folder(imp.root)
         if folder not in found.roots:
             found.roots.append(folder)
-    all_units = file_units(found.files) + [u for imp in imports for u in imp.units]
+    rollouts, found.files = codex_files.split(found.files)
+    all_units = file_units(found.files) + codex_files.units(rollouts) + [u for imp in imports for u in imp.units]
     event_heads = {}
     if events:  # files of Entire lifecycle events, named with --entire-events
         event_units, event_files = entire_events.discover(events, known=known_events)
@@ -98,7 +104,8 @@ def nothing_found_message(sources: list[Path], found: Discovery, imports: list[e
     seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
     return (
         f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
-        f"their subagents' agent-*.jsonl.{hint} Pass ~/.claude/projects, a project folder or .jsonl files."
+        f"their subagents' agent-*.jsonl, and Codex rollout .jsonl files (first line session_meta).{hint} Pass "
+        "~/.claude/projects, a project folder, ~/.codex/sessions or .jsonl files."
     )
 
 
@@ -123,9 +130,11 @@ def run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.Dat
 
 def export_report(
     versions: list[str], absent: list[dict], imports: list[entire_checkpoint.Import], source_losses: dict[str, int],
+    codex_versions: list[str] | None = None,
 ) -> tuple[dict, dict]:
     """The manifest's `export_report` (what each format says of its mapping: usage selection,
-    coverage, unassigned facts, retention) and the manifest's entries of the sources read once per
+    coverage, unassigned facts, retention; `codex` when Codex rollouts were read, with their
+    `codex_versions`) and the manifest's entries of the sources read once per
     run (`entire`: the repositories and the losses their scans found)."""
     report = {
         "usage_selection": claude_code.USAGE_SELECTION,
@@ -134,6 +143,8 @@ def export_report(
         "retention": {"policy": claude_code.RETENTION, "absent_files": absent},
     }
     extra = {}
+    if codex_versions is not None:  # the run read Codex rollouts
+        report["codex"] = codex_report.export_report(codex_versions)
     if imports:
         report["entire"] = entire_checkpoint.EXPORT_REPORT
         extra["entire"] = {"repositories": [imp.summary for imp in imports], "source_losses": source_losses}

@@ -3,19 +3,30 @@
 -- Selection policy: an observation with a stop reason first (its usage is final), then the
 -- largest output count (the most advanced streaming snapshot), then session_key and position
 -- (deterministic). The other observations stay as native evidence.
--- reads: inference_candidates
+-- A Codex response (usage_source token_count) copied into a fork or a subagent file is the same
+-- inference as in its parent (its ID is derived from the usage pair): the parent's observation is
+-- taken first (codex-format.md §9.6, parents first).
+-- reads: inference_candidates, lineage_evidence, session_streams
 with candidates as (
     select * from inference_candidates
 ),
 
+codex_children as (
+    select child_session_key as session_key from lineage_evidence where relation = 'forked_from'
+    union
+    select session_key from session_streams where stream_kind = 'subagent' and producer_source = 'codex-rollout-jsonl'
+),
+
 ranked as (
     select
-        *,
+        c.*,
         row_number() over (
-            partition by inference_id
-            order by stop_reason is not null desc, output_total_tokens desc nulls last, session_key, stream_ord
+            partition by c.inference_id
+            order by c.stop_reason is not null desc, c.output_total_tokens desc nulls last,
+                c.usage_source = 'token_count' and k.session_key is not null, c.session_key, c.stream_ord
         ) = 1 as is_selected,
-    from candidates
+    from candidates as c
+    left join codex_children as k using (session_key)
 ),
 
 final as (

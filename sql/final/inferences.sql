@@ -20,7 +20,8 @@ copies as (
 final as (
     select
         o.* exclude (is_selected, line_count),
-        o.stop_reason is not null as usage_complete,
+        -- a Codex token_count's last_token_usage is the completed response's usage (no stop reason is written)
+        o.stop_reason is not null or o.usage_source = 'token_count' as usage_complete,
         c.observation_count,
         rp.params,
     from observations as o

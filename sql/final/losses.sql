@@ -1,7 +1,7 @@
 -- losses: one row per (stream, loss category) that applies (ASR-157).
 -- reads: background_tasks, compactions, inferences, lineage, lineage_evidence, number_faults, parts, rejects, sessions, source_lines, tool_calls, usage_summaries
 with streams as (
-    select session_key, stream_kind from sessions
+    select session_key, stream_kind, agent from sessions
 ),
 
 incomplete as (
@@ -27,8 +27,9 @@ rejected as (
 -- a background command whose output read records a native exit code (background_tasks.exit_code)
 -- has one: its launching call is not counted
 shell_calls as (
-    select c.session_key, count(*) as n
+    select c.session_key, any_value(s.agent) as agent, count(*) as n
     from tool_calls as c
+    left join streams as s using (session_key)
     anti join (
         select session_key, call_id from background_tasks where exit_code is not null and call_id is not null
     ) as b using (session_key, call_id)
@@ -83,7 +84,8 @@ final as (
         session_key,
         'model_rendering' as category,
         'the transcript does not hold the rendered model request (system prompt, tool definitions, '
-            || 'exact context window); records show what Claude Code persisted' as detail,
+            || 'exact context window); records show what '
+            || case when agent = 'codex' then 'Codex' else 'Claude Code' end || ' persisted' as detail,
         cast(null as bigint) as count,
     from streams
 
@@ -152,8 +154,11 @@ final as (
     select
         session_key,
         'shell_exit_code',
-        'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
-            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)',
+        case when agent = 'codex' then 'Codex writes a shell command''s exit code only inside the output text '
+            || '(parts.text of the tool_result, in a form that changed between versions): it is not parsed into a column'
+        else 'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
+            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)'
+        end,
         n,
     from shell_calls
 

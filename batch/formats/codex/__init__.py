@@ -1,0 +1,17 @@
+"""The codex-rollout-jsonl converter: OpenAI Codex CLI rollout files -> frames of the core tables.
+
+The flow (reference /work/shared/reference/codex-format.md; docs/asr-tables.md "Codex"):
+1. `lines.read_lines` splits the files; `sql/batch/codex_lines.sql` decodes each line's envelope and
+   the payload fields the mapping reads, `sql/batch/codex_blocks.sql` the content blocks
+   (`classify.py`: both run over the whole batch in DuckDB, no loop over lines).
+2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
+   event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject.
+3. `tables.py` builds records, parts, source_lines, rejects, tool_calls and the work tables the
+   final stage reads: session_streams, inference_candidates (one response per distinct pair of
+   cumulative and last usage, §9.6), lineage_evidence (forked_from_id) and source_losses
+   (encrypted reasoning).
+"""
+
+from batch.formats.codex.converter import FORMAT, convert
+
+__all__ = ["FORMAT", "convert"]

@@ -1,0 +1,151 @@
+"""Each decoded rollout line's fate: a record with its kind, author and origin, a duplicate, or a reject.
+
+Copies (reference §6, §12.5): each assistant text is a `response_item` message and an `event_msg`
+agent_message, each typed prompt a user `message` item and a `user_message` event, each reasoning
+summary entry a `reasoning` item's summary and an `agent_reasoning` event. The item is the record;
+the event is a duplicate of it in source_lines. No ID ties them: an event pairs with the nearest
+response item before or after it (only events between), of the matching kind, whose text holds the
+event's text; failing that (texts redacted, as in sanitized files), with the one on the side Codex
+writes it (agent_message and agent_reasoning before their item, user_message after it). An event
+that pairs with no item is a record of its own.
+A token_count whose usage pair an earlier token_count of the file has (a re-emit, §9.3) is a
+duplicate of that one's record.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# event_msg copies: the kind of item each repeats, and the side it is written on
+COPIES = {"user_message": "user", "agent_message": "assistant", "agent_reasoning": "reasoning"}
+FORWARD = {"agent_message", "agent_reasoning"}  # written before their item: pair with the next one
+KINDS = {
+    "session_meta": "session_info",
+    "turn_context": "config_change",
+    "compacted": "compaction",
+}
+TOKEN_COUNT_KIND = "com.openai.codex/token_count"
+CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+RESULTS = {"function_call_output", "custom_tool_call_output"}
+
+
+def lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """The batch's lines (decoded, with source_file and session_key) with their fate:
+    is_record, kind, author, origin, record_id, status, reason, dup_of."""
+    frame = frame.sort("file_idx", "line").with_columns(
+        ok=pl.col("reason").is_null(),
+        position=pl.lit("line:") + pl.col("line").cast(pl.String),
+    ).with_columns(
+        own_id=pl.col("session_key") + ":" + pl.col("position"),
+    )
+    frame = _pair_copies(frame)
+    frame = _repeats(frame)
+    dup = pl.col("copy_of").is_not_null() | pl.col("repeat_of").is_not_null()
+    frame = frame.with_columns(
+        is_record=pl.col("ok") & ~dup,
+        status=pl.when(~pl.col("ok")).then(pl.lit("rejected")).when(dup).then(pl.lit("duplicate"))
+        .otherwise(pl.lit("mapped")),
+        reason=pl.when(pl.col("copy_of").is_not_null()).then(pl.lit("event_copy"))
+        .when(pl.col("repeat_of").is_not_null()).then(pl.lit("token_count_repeat"))
+        .otherwise("reason"),
+    ).with_columns(
+        record_id=pl.when(pl.col("is_record")).then("own_id")
+        .otherwise(pl.coalesce("copy_of", "repeat_of")),
+    )
+    return _kinds(frame)
+
+
+def _item_kind() -> pl.Expr:
+    ptype, role = pl.col("payload_type"), pl.col("role")
+    return (
+        pl.when((pl.col("line_type") != "response_item") | ~pl.col("ok")).then(None)
+        .when((ptype == "message") & (role == "user")).then(pl.lit("user"))
+        .when((ptype == "message") & (role == "assistant")).then(pl.lit("assistant"))
+        .when(ptype == "reasoning").then(pl.lit("reasoning"))
+        .otherwise(pl.lit("other"))
+    )
+
+
+def _pair_copies(frame: pl.DataFrame) -> pl.DataFrame:
+    """copy_of: the record_id of the response item an event_msg copy repeats (null otherwise)."""
+    is_item = _item_kind().is_not_null()
+    item_text = pl.when(pl.col("payload_type") == "reasoning").then(pl.col("summary_texts").list.join("\n")) \
+        .otherwise(pl.col("item_text"))
+    frame = frame.with_columns(
+        _ik=_item_kind(), _it=pl.when(is_item).then(item_text), _il=pl.when(is_item).then(pl.col("own_id")),
+        _ck=pl.when((pl.col("line_type") == "event_msg") & pl.col("ok"))
+        .then(pl.col("payload_type").replace_strict(COPIES, default=None, return_dtype=pl.String)),
+    )
+    near = []
+    for side, fill in (("prev", "forward_fill"), ("next", "backward_fill")):
+        shift = 1 if side == "prev" else -1
+        near += [
+            getattr(pl.col(c).shift(shift), fill)().over("file_idx").alias(f"_{side}{c[2:]}")
+            for c in ("_ik", "_it", "_il")
+        ]
+    frame = frame.with_columns(near)
+    text = pl.col("event_text")
+
+    def holds(side: str) -> pl.Expr:
+        return (pl.col(f"_{side}k") == pl.col("_ck")) & pl.col(f"_{side}t").str.contains(text, literal=True).fill_null(False)
+
+    def kind_is(side: str) -> pl.Expr:
+        return (pl.col(f"_{side}k") == pl.col("_ck")).fill_null(False)
+
+    forward = pl.col("payload_type").is_in(list(FORWARD))
+    copy_of = (
+        pl.when(pl.col("_ck").is_null()).then(None)
+        .when(holds("prev") & ~(forward & holds("next"))).then("_prevl")
+        .when(holds("next")).then("_nextl")
+        .when(forward & kind_is("next")).then("_nextl")
+        .when(~forward & kind_is("prev")).then("_prevl")
+    )
+    frame = frame.with_columns(copy_of=copy_of)
+    # a user item whose typed prompt an event repeats is the human's prompt
+    prompts = frame.filter(pl.col("payload_type") == "user_message").get_column("copy_of").drop_nulls()
+    return frame.with_columns(is_prompt=pl.col("own_id").is_in(prompts.implode()))
+
+
+def _repeats(frame: pl.DataFrame) -> pl.DataFrame:
+    """repeat_of: for a token_count repeating an earlier line's usage pair in its file, that line's record_id."""
+    first = pl.col("own_id").first().over("file_idx", "usage_key")
+    return frame.with_columns(
+        repeat_of=pl.when(pl.col("usage_key").is_not_null() & (first != pl.col("own_id"))).then(first)
+    )
+
+
+def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
+    ltype, ptype, role = pl.col("line_type"), pl.col("payload_type"), pl.col("role")
+    item = ltype == "response_item"
+    event = ltype == "event_msg"
+    kind = (
+        pl.when(~pl.col("is_record")).then(None)
+        .when(ltype.is_in(list(KINDS))).then(ltype.replace_strict(KINDS, default=None, return_dtype=pl.String))
+        .when(item & ptype.is_in(["message", "reasoning", *CALLS])).then(pl.lit("message"))
+        .when(item & ptype.is_in(list(RESULTS))).then(pl.lit("tool_result"))
+        .when(event & ptype.is_in(list(COPIES))).then(pl.lit("message"))
+        .when(event & (ptype == "token_count")).then(pl.lit(TOKEN_COUNT_KIND))
+        .otherwise(pl.lit("unknown"))
+    )
+    model_side = (item & (ptype.is_in(["reasoning", *CALLS]) | (role == "assistant"))) \
+        | (event & ptype.is_in(["agent_message", "agent_reasoning"]))
+    author = (
+        pl.when(pl.col("kind").is_null() | (pl.col("kind") == "unknown")).then(None)
+        .when(model_side).then(pl.lit("model"))
+        .when(pl.col("is_prompt") | (event & (ptype == "user_message"))).then(pl.lit("human"))
+        .when(pl.col("kind") == "tool_result").then(pl.lit("tool"))
+        .otherwise(pl.lit("harness"))
+    )
+    origin = (
+        pl.when(pl.col("author") == "human").then(pl.lit("prompt"))
+        .when(pl.col("kind") == "tool_result").then(pl.lit("tool"))
+        .when(pl.col("kind") == "compaction").then(pl.lit("compaction"))
+        .when(item & (ptype == "message") & role.is_in(["user", "developer", "system"])).then(pl.lit("injected"))
+    )
+    return frame.with_columns(kind=kind).with_columns(author=author).with_columns(origin=origin).with_columns(
+        # the state each line was written in: the latest turn, model, working directory and version before it
+        turn=pl.col("turn_id").forward_fill().over("file_idx"),
+        model=pl.col("context_model").forward_fill().over("file_idx"),
+        cwd_now=pl.col("cwd").forward_fill().over("file_idx"),
+        version=pl.when(ltype == "session_meta").then("cli_version").forward_fill().over("file_idx"),
+    )

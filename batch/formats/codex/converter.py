@@ -1,0 +1,81 @@
+"""convert(): a batch of Codex rollout streams -> frames of the output and work tables."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+import duckdb
+import polars as pl
+
+from batch import sql
+from batch.formats.base import Converted
+from batch.formats.codex import classify, tables
+from batch.formats.lines import read_lines
+from batch.sources.base import Stream
+from batch.sources.codex import FORMAT
+
+__all__ = ["FORMAT", "convert"]
+
+
+def convert(
+    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+) -> Converted:
+    """Map every line of each rollout file (one stream per file) into frames."""
+    read = read_lines(streams, hasher)
+    lines = read.lines.filter(~pl.col("text").str.contains(r"^\s*$"))
+    sql.register(con, "codex_input", lines.select("file_idx", "line", "text"))
+    try:
+        decoded = sql.frame(con, "codex_lines")
+        blocks = sql.frame(con, "codex_blocks")
+    finally:
+        con.unregister("codex_input")
+    files = pl.DataFrame(
+        {"file_idx": range(len(streams)), "source_file": [s.name for s in streams],
+         "session_key": [s.session_key for s in streams]},
+        schema={"file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String},
+    )
+    every = classify.lines(
+        lines.select("file_idx", "line", "byte_offset", "byte_length", "text", "raw")
+        .join(decoded, on=["file_idx", "line"], how="left", maintain_order="left")
+        .join(files, on="file_idx", how="left")
+    )
+    records = tables.records(every)
+    out = {
+        "records": records,
+        "parts": tables.parts(every, blocks),
+        "compactions": tables.compactions(records, every),
+        "source_lines": tables.source_lines(every),
+        "rejects": tables.rejects(every),
+        "tool_calls": tables.tool_calls(every),
+        "inference_candidates": tables.inference_candidates(every),
+        "session_streams": tables.session_streams(every, streams),
+        "lineage_evidence": tables.lineage_evidence(every),
+        "source_losses": tables.source_losses(every),
+    }
+    return Converted(out, _inputs(streams, read, lines, every), [
+        (s.name, error) for s, error in zip(streams, read.errors) if error is not None
+    ])
+
+
+def _inputs(streams: list[Stream], read, lines: pl.DataFrame, every: pl.DataFrame) -> list[dict]:
+    """The manifest's entry of each stream read."""
+    counts = dict(lines.group_by("file_idx").len().iter_rows())
+    physical = dict(read.lines.group_by("file_idx").len().iter_rows())
+    # the version of the file's own (first) session_meta: later ones are copies of other threads' (§10)
+    versions = dict(
+        every.filter(pl.col("line_type") == "session_meta")
+        .group_by("file_idx", maintain_order=True).agg(pl.col("cli_version").first().implode().list.drop_nulls())
+        .iter_rows()
+    )
+    return [
+        {
+            "path": s.name, "size": read.sizes[i], "sha256": read.digests[i].result(),
+            "session_key": s.session_key, "stream_kind": s.stream_kind,
+            "lines": counts.get(i, 0), "versions": versions.get(i, []), "format": FORMAT,
+            "blank_lines": physical.get(i, 0) - counts.get(i, 0),
+            "status": "empty" if read.sizes[i] == 0 else "converted",
+            **({"byte_order_mark": True} if read.boms[i] else {}),
+        }
+        for i, s in enumerate(streams)
+        if read.errors[i] is None
+    ]

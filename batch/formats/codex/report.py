@@ -1,0 +1,28 @@
+"""What the manifest says of the Codex mapping (export_report.codex): usage selection, coverage."""
+
+from __future__ import annotations
+
+USAGE_SELECTION = (
+    "Codex writes no response ID and re-emits its usage: each distinct pair of cumulative and last usage "
+    "(the five classic fields of token_count info.total_token_usage and info.last_token_usage) is one "
+    "response, counted once across every file (codex-format.md §9.6); its last_token_usage is the "
+    "response's usage. Events with info null, an empty total or last, or a last with input and output "
+    "both 0 (post-compaction estimates) are not responses. input_total_tokens includes cached input "
+    "(input_includes_cache true); output_total_tokens includes reasoning. A copy in a fork or subagent "
+    "file is attributed to the parent stream. Remote compaction and providers that report no usage "
+    "are not in the rollout, so not counted."
+)
+# Versions of the real rollouts the test suite converts (tests/fixtures/codex)
+REAL_EVIDENCE_VERSIONS = ("0.58.0", "0.104.0-alpha.1")
+COVERAGE = {
+    "policy": "no registry entry for Codex: each fact is mapped as the Claude Code entry maps the same fact "
+              "(docs/asr-tables.md, Codex rollouts; docs/coverage.md, Codex rollouts)",
+    "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
+    "unqualified_items": ["fork and subagent files", "resume", "context-window-full events",
+                          "legacy pre-0.32 rollouts", "TypeScript CLI .json rollouts (not read)"],
+}
+
+
+def export_report(versions: list[str]) -> dict:
+    """The manifest's export_report.codex, for a run that read Codex rollouts of `versions`."""
+    return {"usage_selection": USAGE_SELECTION, "coverage": {**COVERAGE, "versions_in_input": versions}}

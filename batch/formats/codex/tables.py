@@ -1,0 +1,251 @@
+"""The classified rollout lines as frames of the output tables and of the work tables the final stage reads."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from batch.formats.codex.classify import CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND
+from batch.schema.hooks import COMPACTIONS
+from batch.schema.core import PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import Stream
+from batch.sources.codex import FORMAT
+
+AGENT = "codex"
+USAGE_SOURCE = "token_count"  # inferences.usage_source: an event_msg token_count line (sql/final/inferences.sql)
+# tool kind by name, as the Claude Code entry maps Bash, Edit/Write, Read, Grep/Glob/ToolSearch, WebSearch
+TOOL_KINDS = {
+    "shell": "execute", "container.exec": "execute", "exec_command": "execute", "write_stdin": "execute",
+    "local_shell": "execute", "apply_patch": "edit", "view_image": "read", "web_search": "fetch",
+    "tool_search": "search",
+}
+CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search"}
+ENCRYPTED_DETAIL = (
+    "reasoning (and remote compaction) items hold encrypted_content, opaque to anyone but the provider: "
+    "only the summaries are text in parts; the encrypted text is kept verbatim in records.native"
+)
+
+
+def records(every: pl.DataFrame) -> pl.DataFrame:
+    kept = every.filter(pl.col("is_record"))
+    copies = every.filter(pl.col("status") == "duplicate").group_by("record_id").len("copies")
+    frame = kept.join(copies, on="record_id", how="left").select(
+        "record_id", "session_key",
+        seq=pl.int_range(1, pl.len() + 1).over("file_idx").cast(pl.Int64),
+        kind="kind", position="position", source_file="source_file", source_line="line",
+        timestamp=pl.col("timestamp").dt.convert_time_zone("UTC"),
+        author="author", origin="origin", turn_id="turn",
+        native_type="line_type", native_subtype="payload_type",
+        inference_id=pl.when(pl.col("is_response")).then("usage_id"),
+        model=pl.when((pl.col("author") == "model") | (pl.col("kind") == TOKEN_COUNT_KIND)).then("model"),
+        observation_count=(1 + pl.col("copies").fill_null(0)).cast(pl.Int64),
+        record_source=pl.lit("transcript"), cwd="cwd_now", version="version", native="text",
+    )
+    return shaped(frame, RECORDS.schema)
+
+
+def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
+    """Content blocks of message and reasoning items; one part per call, result, unpaired event copy, summary."""
+    kept = every.filter(pl.col("is_record"))
+    base = ["file_idx", "line", "record_id", "session_key", "source_file"]
+    root = pl.when(pl.col("enveloped")).then(pl.lit("$.payload")).otherwise(pl.lit("$"))
+    block_type = pl.col("block_type")
+    from_blocks = kept.select(base).join(blocks, on=["file_idx", "line"]).select(
+        *base, part_index="block_index",
+        part_type=pl.when(block_type.is_in(["input_text", "output_text"])).then(pl.lit("text"))
+        .when(block_type.is_in(["summary_text", "reasoning_text"])).then(pl.lit("thinking"))
+        .when(block_type == "input_image").then(pl.lit("image")).otherwise(block_type),
+        text="text", native_path="native_path",
+    )
+    summaries = blocks.filter(pl.col("item_type") == "reasoning").group_by("file_idx", "line").len("n")
+    ptype = pl.col("payload_type")
+    encrypted = kept.filter(pl.col("has_encrypted")).join(summaries, on=["file_idx", "line"], how="left").select(
+        *base, part_index=pl.col("n").fill_null(0).cast(pl.Int64), part_type=pl.lit("redacted_thinking"),
+        native_path=root + ".encrypted_content",
+    )
+    calls = kept.filter((pl.col("line_type") == "response_item") & ptype.is_in(list(CALLS))).select(
+        *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("tool_use"), call_id="call_id",
+        tool_name=_tool_name(), tool_input="tool_input", native_path=root,
+    )
+    results = kept.filter((pl.col("line_type") == "response_item") & ptype.is_in(list(RESULTS))).select(
+        *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("tool_result"), call_id="call_id",
+        text="output_text", native_path=root + ".output",
+    )
+    events = kept.filter((pl.col("line_type") == "event_msg") & ptype.is_in(list(COPIES))).select(
+        *base, part_index=pl.lit(0, pl.Int64),
+        part_type=pl.when(ptype == "agent_reasoning").then(pl.lit("thinking")).otherwise(pl.lit("text")),
+        text="event_text",
+        native_path=pl.when(ptype == "agent_reasoning").then(pl.lit("$.payload.text")).otherwise(pl.lit("$.payload.message")),
+    )
+    frames = [from_blocks, encrypted, calls, results, events]  # a compaction's summary is no part (compactions)
+    frame = pl.concat([shaped(f.rename({"line": "source_line"}), PARTS.schema, keep=["file_idx"]) for f in frames])
+    frame = frame.with_columns(capture_state=pl.when(pl.col("part_type") == "redacted_thinking")
+                               .then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
+    return shaped(frame.sort("file_idx", "source_line", "part_index"), PARTS.schema)
+
+
+def _tool_name() -> pl.Expr:
+    return pl.coalesce(
+        pl.col("tool_name"),
+        pl.col("payload_type").replace_strict(CALL_NAMES, default=None, return_dtype=pl.String),
+    )
+
+
+def compactions(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """A `compacted` line is a full compaction (reference §7): its `message` the summary, as the Claude
+    Code entry's compact summary is not a message (ASR-373); empty for a remote compaction (null here)."""
+    kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "compacted")).select(
+        "record_id", "text", summary=pl.when(pl.col("compacted_text") != "").then("compacted_text"),
+    )
+    frame = records.select("record_id", "session_key", "seq", "position", "timestamp").join(kept, on="record_id").select(
+        "record_id", "session_key", "seq", "position", recorded_at="timestamp",
+        compaction_kind=pl.lit("full"), summary="summary", replaces=pl.lit("prefix"), native="text",
+    )
+    return shaped(frame, COMPACTIONS.schema)
+
+
+def source_lines(every: pl.DataFrame) -> pl.DataFrame:
+    frame = every.select(
+        "source_file", "line", "byte_offset", "byte_length", "session_key", "status",
+        reason=pl.when(pl.col("status") != "mapped").then("reason"),
+        record_id="record_id",
+        native=pl.when(pl.col("status") == "duplicate").then("text"),
+        raw="raw",
+    )
+    return shaped(frame, SOURCE_LINES.schema)
+
+
+def rejects(every: pl.DataFrame) -> pl.DataFrame:
+    bad = every.filter(pl.col("status") == "rejected").select(
+        "source_file", "line", "byte_offset", "byte_length", "reason", "detail",
+        first_bytes=pl.col("text").str.slice(0, 120),
+        raw=pl.coalesce(pl.col("raw"), pl.col("text").cast(pl.Binary)),
+    )
+    return shaped(bad, REJECTS.schema)
+
+
+def tool_calls(every: pl.DataFrame) -> pl.DataFrame:
+    """Model calls joined with their first output on call_id in the same stream (a web search has no
+    call_id and no output: its position stands in for the call ID)."""
+    kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
+    calls = kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
+        "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
+        call_record_id="record_id", call_position="position", called_at="timestamp", input="tool_input",
+        native_status=pl.col("text").str.json_path_match("$.payload.status"),
+    ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
+    results = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null()).select(
+        "session_key", "call_id", result_record_id="record_id", result_position="position", result_at="timestamp",
+    ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
+    name = pl.col("tool_name")
+    mcp = name.str.extract(r"^mcp__(.+?)__.+$", 1)
+    frame = calls.join(results, on=["session_key", "call_id"], how="left", maintain_order="left").with_columns(
+        tool_kind=pl.when(mcp.is_not_null()).then(pl.lit("other"))
+        .otherwise(name.replace_strict(TOOL_KINDS, default="other", return_dtype=pl.String)),
+        mcp_server=mcp,
+        provider_kind=pl.when(mcp.is_not_null()).then(pl.lit("mcp")),
+        requested_by=pl.lit("model"),
+        status=pl.when(pl.col("result_record_id").is_not_null()).then(pl.lit("completed"))
+        .when(pl.col("native_status") == "completed").then(pl.lit("completed"))
+        .otherwise(pl.lit("pending")),
+        called_at=pl.col("called_at").dt.convert_time_zone("UTC"),
+        result_at=pl.col("result_at").dt.convert_time_zone("UTC"),
+    )
+    return shaped(frame, TOOL_CALLS.schema)
+
+
+def inference_candidates(every: pl.DataFrame) -> pl.DataFrame:
+    """One row per (stream, response): the first token_count of each distinct usage pair (§9.6).
+    Its last_token_usage is the response's usage; input includes cached input, output includes reasoning."""
+    counts = every.filter(pl.col("usage_key").is_not_null()).group_by("file_idx", "usage_key").len("line_count")
+    frame = every.filter(pl.col("is_record") & pl.col("is_response")).join(
+        counts, on=["file_idx", "usage_key"], how="left"
+    ).select(
+        inference_id="usage_id", session_key="session_key", record_id="record_id", model="model",
+        input_uncached_tokens=pl.col("last_input") - pl.col("last_cached") - pl.col("last_cache_write").fill_null(0),
+        input_total_tokens="last_input", input_includes_cache=pl.lit(True),
+        cache_read_tokens="last_cached", cache_write_tokens="last_cache_write",
+        output_total_tokens="last_output", output_reasoning_tokens="last_reasoning",
+        usage_source=pl.lit(USAGE_SOURCE), usage_position="position", usage_source_file="source_file",
+        usage_source_line="line", line_count=pl.col("line_count").cast(pl.Int64), stream_ord="line",
+    )
+    return shaped(frame, WORK_SCHEMAS["inference_candidates"])
+
+
+def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
+    """One row per file: what its first session_meta says (§3), with its records' span."""
+    meta = (
+        every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
+        .select("file_idx", "cwd", "originator", "cli_version", "model_provider", "git_branch", "forked_from_id",
+                meta_text="text", enveloped="enveloped")
+    )
+    spans = every.group_by("file_idx").agg(
+        started_at=pl.col("timestamp").filter(pl.col("is_record")).min(),
+        ended_at=pl.col("timestamp").filter(pl.col("is_record")).max(),
+        record_count=pl.col("is_record").sum().cast(pl.Int64), line_count=pl.len().cast(pl.Int64),
+        cwds=pl.col("cwd").drop_nulls().unique(maintain_order=True),
+        versions=pl.col("cli_version").filter(pl.col("line_type") == "session_meta").first().implode(),
+    )
+    files = pl.DataFrame(
+        {"file_idx": range(len(streams)), "session_key": [s.session_key for s in streams],
+         "stream_kind": [s.stream_kind for s in streams], "parent_session_id": [s.parent_session_id for s in streams],
+         "source_files": [[s.name] for s in streams]},
+        schema={"file_idx": pl.Int32, "session_key": pl.String, "stream_kind": pl.String,
+                "parent_session_id": pl.String, "source_files": pl.List(pl.String)},
+    )
+    frame = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").select(
+        "session_key", session_id="session_key", stream_kind="stream_kind", parent_session_id="parent_session_id",
+        agent=pl.lit(AGENT), producer_method=pl.lit("converter"), producer_source=pl.lit(FORMAT),
+        content_level=pl.lit("full"),
+        started_at=pl.col("started_at").dt.convert_time_zone("UTC"),
+        ended_at=pl.col("ended_at").dt.convert_time_zone("UTC"),
+        cwd="cwd", cwds="cwds", git_branch="git_branch",
+        versions=pl.col("versions").list.drop_nulls(), client_name="originator",
+        source_files="source_files", forked_from_session_id="forked_from_id",
+        record_count="record_count", line_count="line_count",
+        meta=pl.struct("meta_text", "enveloped").map_elements(_meta, return_dtype=pl.String),
+    )
+    return shaped(frame, WORK_SCHEMAS["session_streams"])
+
+
+def _meta(row: dict) -> str | None:
+    """The stream's _meta: the first session_meta's fields the sessions columns have no place for
+    (originator, cli_version, model_provider, git, source, ...), under com.openai.codex/session_meta;
+    base_instructions and instructions (the system prompt, tens of KB) stay in the record's native JSON.
+    One call per stream, not per line."""
+    if row["meta_text"] is None:
+        return None
+    obj = json.loads(row["meta_text"])
+    payload = obj.get("payload", obj) if row["enveloped"] else obj
+    if not isinstance(payload, dict):
+        return None
+    kept = {k: v for k, v in payload.items() if k not in ("base_instructions", "instructions", "dynamic_tools")}
+    return json.dumps({"com.openai.codex/session_meta": kept}, ensure_ascii=False, sort_keys=True)
+
+
+def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
+    """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10)."""
+    first = every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
+    frame = first.filter(pl.col("forked_from_id").is_not_null()).select(
+        child_session_key="session_key", relation=pl.lit("forked_from"), parent_session_key="forked_from_id",
+        source=pl.lit("session_meta.forked_from_id"),
+    ).unique(maintain_order=True)
+    return shaped(frame, WORK_SCHEMAS["lineage_evidence"])
+
+
+def source_losses(every: pl.DataFrame) -> pl.DataFrame:
+    frame = (
+        every.filter(pl.col("is_record") & pl.col("has_encrypted")).group_by("session_key").len("count")
+        .select("session_key", category=pl.lit("reasoning_encrypted"), detail=pl.lit(ENCRYPTED_DETAIL),
+                count=pl.col("count").cast(pl.Int64))
+        .sort("session_key")
+    )
+    return shaped(frame, WORK_SCHEMAS["source_losses"])
+
+
+def shaped(frame: pl.DataFrame, schema, keep: list[str] = ()) -> pl.DataFrame:
+    """The frame with exactly the schema's columns and types (absent columns null), plus `keep`."""
+    target = pl.from_arrow(schema.empty_table())
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in target.schema.items() if name not in frame.columns]
+    return frame.with_columns(missing).select(*target.columns, *keep).cast(target.schema)

@@ -1,0 +1,98 @@
+"""OpenAI Codex CLI rollout files (`$CODEX_HOME/sessions/**/rollout-*.jsonl`): told apart by content.
+
+A file is a rollout when its first line is a `session_meta` envelope (Codex 0.32 and later:
+`{"timestamp", "type": "session_meta", "payload": {"id", ...}}`) or the legacy first line of the
+Rust CLI before 0.32 (`{"id", "timestamp", "instructions"[, "git"]}`, no `type`), reference §2.
+The path says nothing: folder and file name are in local time and are never read for identity.
+One unit per file: the session is the first `session_meta`'s `id` (reference §3, §10). A fork or a
+subagent needs no unit of its parent: what it copies from the parent (token_count events above all)
+is told apart across batches by the inference ID the format derives from the usage itself
+(formats/codex), so each file is a unit of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+from batch.sources.base import Loaded, Stream, Unit
+
+FORMAT = "codex-rollout-jsonl"
+BOM = b"\xef\xbb\xbf"
+HEAD_LIMIT = 8 << 20  # a first line holds base_instructions (10 to 60 KB); never read more than this
+READ = 1 << 16
+
+
+def first_line(path: Path) -> bytes:
+    """The file's first line (without its newline), read up to HEAD_LIMIT bytes."""
+    out = bytearray()
+    with path.open("rb") as fh:
+        while len(out) < HEAD_LIMIT:
+            block = fh.read(READ)
+            if not block:
+                break
+            cut = block.find(b"\n")
+            if cut >= 0:
+                out += block[:cut]
+                break
+            out += block
+    return bytes(out).removeprefix(BOM)
+
+
+def rollout_meta(path: Path) -> dict | None:
+    """The session meta of a rollout file (its first line's payload), or None for any other file."""
+    try:
+        obj = json.loads(first_line(path))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("type") == "session_meta" and isinstance(obj.get("payload"), dict):
+        meta = obj["payload"]
+    elif "type" not in obj and "instructions" in obj and {"id", "timestamp"} <= obj.keys():
+        meta = obj  # legacy Rust CLI (before 0.32)
+    else:
+        return None
+    return meta if isinstance(meta.get("id"), str) and meta["id"] else None
+
+
+def parent_thread(meta: dict) -> str | None:
+    """The thread a subagent was spawned by (source.subagent.thread_spawn, or the newer parent_thread_id)."""
+    source = meta.get("source")
+    spawn = source.get("subagent") if isinstance(source, dict) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    parent = parent or meta.get("parent_thread_id")
+    return parent if isinstance(parent, str) and parent else None
+
+
+def is_subagent(meta: dict) -> bool:
+    source = meta.get("source")
+    return (isinstance(source, dict) and "subagent" in source) or meta.get("thread_source") == "subagent"
+
+
+def split(files: list[Stream]) -> tuple[list[Stream], list[Stream]]:
+    """Files discovery found, as (Codex rollouts, the others): a rollout becomes a Codex stream."""
+    codex, other = [], []
+    for f in files:
+        meta = rollout_meta(f.path) if f.path is not None else None
+        if meta is None:
+            other.append(f)
+            continue
+        parent = parent_thread(meta)
+        kind = "subagent" if is_subagent(meta) else "main"
+        codex.append(Stream(
+            f.name, f.size, kind, meta["id"], meta["id"], parent, producer_source=FORMAT, path=f.path,
+            mtime_ns=f.mtime_ns,
+        ))
+    return codex, other
+
+
+def units(files: list[Stream]) -> list[Unit]:
+    """One unit per rollout file, owned by its session, read when its batch runs."""
+    return [
+        Unit(f.session_key, f.size, partial(Loaded, [f]), label=f.name,
+             fingerprint=((f.name, f.size, f.mtime_ns, None),), newest=f.mtime_ns or 0)
+        for f in sorted(files, key=lambda s: (s.session_key, s.name))
+    ]
