@@ -19,7 +19,7 @@ from batch.errors import BatchError, Interrupted
 from batch.pipeline import ConvertResult, convert
 from batch.run.memory import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS
 from batch.schema import markdown
-from batch.sources.claude_code import default_source
+from batch.sources import registry
 from batch.version import VERSION
 from batch.watch import WATCH_DEBOUNCE_MS, watch_and_convert
 from batch import query as q
@@ -60,7 +60,9 @@ _Sources = Annotated[
     list[Path] | None,
     typer.Argument(
         help="Claude Code projects folders or .jsonl files, and Git repositories holding Entire checkpoints "
-        "(working tree, bare or mirror). Default: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects.",
+        "(working tree, bare or mirror), Codex sessions folders or rollout files. Default: every agent's location "
+        "that exists: $CLAUDE_CONFIG_DIR/projects (else ~/.claude/projects), $CODEX_HOME/sessions and "
+        "$CODEX_HOME/archived_sessions (else ~/.codex/...).",
         show_default=False,
     ),
 ]
@@ -180,6 +182,8 @@ def convert_cmd(
     keeps every session it was ever given.
     """
     paths = _source_paths(sources, entire, entire_events)
+    if not sources and not quiet and all(p.is_dir() for p in paths) and paths:
+        typer.echo("Reading the default locations: " + ", ".join(str(p) for p in paths), err=True)
     warn = None if quiet else lambda message: typer.echo("Warning: " + message, err=True)
 
     def run(progress=None) -> ConvertResult:
@@ -205,8 +209,9 @@ def convert_cmd(
 def _source_paths(
     sources: list[Path] | None, entire: list[Path] | None, entire_events: list[Path] | None
 ) -> list[Path]:
-    """The sources to convert: those given, else none when Entire inputs are given, else the default projects folder."""
-    return list(sources) if sources else ([] if entire or entire_events else [default_source()])
+    """The sources to convert: those given, else none when Entire inputs are given, else every agent's
+    default location that exists (registry.default_sources)."""
+    return list(sources) if sources else ([] if entire or entire_events else registry.default_sources())
 
 
 def _convert_once(run, quiet: bool) -> None:

@@ -13,6 +13,7 @@ is told apart across batches by the inference ID the format derives from the usa
 from __future__ import annotations
 
 import json
+import os
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +23,13 @@ FORMAT = "codex-rollout-jsonl"
 BOM = b"\xef\xbb\xbf"
 HEAD_LIMIT = 8 << 20  # a first line holds base_instructions (10 to 60 KB); never read more than this
 READ = 1 << 16
+
+
+def default_sources() -> list[Path]:
+    """`$CODEX_HOME/sessions` and `$CODEX_HOME/archived_sessions` (CODEX_HOME: else ~/.codex)."""
+    base = os.environ.get("CODEX_HOME")
+    home = Path(base) if base else Path.home() / ".codex"
+    return [home / "sessions", home / "archived_sessions"]
 
 
 def first_line(path: Path) -> bytes:

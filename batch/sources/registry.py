@@ -20,7 +20,7 @@ from batch.formats.codex import report as codex_report
 from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
-from batch.sources.claude_code import Discovery
+from batch.sources.claude_code import Discovery, default_source
 from batch.sources.claude_code import discover as discover_files
 from batch.sources.claude_code import units as file_units
 from batch.sources.git import is_repository
@@ -87,6 +87,13 @@ def discover(
 def git_folder(path: Path) -> Path:
     # a working tree and its .git folder are one repository
     return (path / ".git").resolve() if (path / ".git").is_dir() else path.resolve()
+
+
+def default_sources() -> list[Path]:
+    """Every agent's default location that exists: Claude Code's projects folder, Codex's sessions
+    and archived sessions; Claude Code's alone when none exists (the error then names it)."""
+    found = [p for p in (default_source(), *codex_files.default_sources()) if p.is_dir()]
+    return found or [default_source()]
 
 
 def nothing_found_message(sources: list[Path], found: Discovery, imports: list[entire_checkpoint.Import]) -> str:

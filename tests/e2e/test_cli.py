@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import batch
-from conftest import SID, TEXT, assert_one_error_line, assistant, invoke, uid, user, write_jsonl
+from conftest import FIXTURES, SID, TEXT, assert_one_error_line, assistant, invoke, uid, user, write_jsonl
 
 
 @pytest.fixture
@@ -202,3 +204,20 @@ def test_version_prints_the_version(capsys):
     assert code == 0
     assert stdout.strip() == f"asr-batch {batch.__version__}"
     assert err == ""
+
+
+def test_convert_without_a_path_reads_every_default_location_that_exists(capsys, tmp_path, monkeypatch):
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    write_jsonl(claude / "projects" / "p" / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    rollout = json.loads((FIXTURES / "codex" / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl")
+                         .read_text().splitlines()[0])["payload"]["id"]
+    shutil.copytree(FIXTURES / "codex", codex / "sessions" / "2026" / "02" / "23",
+                    ignore=lambda d, names: [n for n in names if "019c8a70" not in n])
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    monkeypatch.setenv("CODEX_HOME", str(codex))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(capsys, "convert")
+    assert code == 0, err
+    assert f"Reading the default locations: {claude / 'projects'}, {codex / 'sessions'}" in err
+    sessions = pl.read_parquet(tmp_path / "asr-out" / "sessions" / "*.parquet")
+    assert sorted(zip(sessions["session_key"], sessions["agent"])) == sorted([(SID, "claude-code"), (rollout, "codex")])
