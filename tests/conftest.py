@@ -280,3 +280,26 @@ def wide_columns() -> list[str]:
     lists = set(re.findall(r"exclude \(([^)]*)\)", sql.load("records_full")))
     assert len(lists) == 1, lists
     return sorted(c.strip() for c in lists.pop().split(","))
+
+
+# Codex usage by the rule of ../shared reference codex-format.md §9.6, written out over parsed lines
+CODEX_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
+
+
+def codex_responses(objects: list[dict]) -> list[dict]:
+    """The §9.6 rule: each distinct (total, last) pair of the five classic fields once, skipping null
+    info, empty total or last, and placeholders (last input and output both 0); each response's last usage."""
+    seen, out = set(), []
+    for obj in objects:
+        p = obj.get("payload") or {}
+        if obj.get("type") != "event_msg" or p.get("type") != "token_count" or not p.get("info"):
+            continue
+        total, last = p["info"].get("total_token_usage") or {}, p["info"].get("last_token_usage") or {}
+        if not all(k in total for k in CODEX_FIELDS) or not all(k in last for k in CODEX_FIELDS):
+            continue
+        key = tuple(total[k] for k in CODEX_FIELDS) + tuple(last[k] for k in CODEX_FIELDS)
+        if key in seen or (last["input_tokens"] == 0 and last["output_tokens"] == 0):
+            continue
+        seen.add(key)
+        out.append(last)
+    return out

@@ -36,6 +36,7 @@ from batch.formats.entire_transcript import SOURCE_FORMAT, read_etf
 from batch.formats.rows import dump_json, to_frame
 from batch.schema.workspace import USAGE_SUMMARIES, VCS_EVENTS
 from batch.schema.work import WORK_SCHEMAS
+from batch.sources import codex as codex_files
 from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.entire import (
     Blob,
@@ -53,6 +54,7 @@ from batch.sources.entire import (
 from batch.sources.git import open_repository, repository_name
 
 CLAUDE_CODE = "claude-code-jsonl"
+CODEX = codex_files.FORMAT
 CHECKPOINT_META = "io.entire/checkpoint"
 AGENT_FILE = re.compile(r"(?:^|/)agent-(.+)\.jsonl$")
 # Entire's agent display names as ASR agent names; another name is lowercased with dashes.
@@ -285,6 +287,10 @@ def _load(
         losses += _divergent(sessions)
         _add_tasks(loaded, name, sessions, key)
         per_call_usage = True
+    elif newest.native_format == CODEX and newest.transcript is not None:
+        loaded.streams.append(_stream(name, newest, newest.transcript, "full.jsonl", "main", key, key, meta=meta,
+                                      producer=CODEX))
+        per_call_usage = True
     elif newest.compact_transcript is not None:
         per_call_usage = _add_etf(loaded, name, newest, meta)
     else:
@@ -300,7 +306,7 @@ def _load(
 
 def _stream(
     name: str, unit: SessionUnit, blob: Blob, filename: str, kind: str, key: str, session_id: str, *,
-    meta: dict, parent: str | None = None, agent_id: str | None = None,
+    meta: dict, parent: str | None = None, agent_id: str | None = None, producer: str = CLAUDE_CODE,
 ) -> Stream:
     # shown as <repository>/<checkpoint>/<folder>/full.jsonl, or <repository>/<checkpoint>/tasks/<tool use id>/...
     shown = f"{name}/{unit.checkpoint_id}/{unit.entry.folder}/{filename}"
@@ -308,7 +314,7 @@ def _stream(
         shown = f"{name}/{unit.checkpoint_id}/tasks/{blob.provenance[0].path.rsplit('tasks/', 1)[-1]}"
     return Stream(
         shown, len(blob.data), kind, session_id, key, parent, agent_id, None,
-        content_level="redacted", producer_source=CLAUDE_CODE, data=blob.data,
+        content_level="redacted", producer_source=producer, data=blob.data,
         provenance=tuple({"repository": p.repository, "ref": p.ref, "commit_id": p.commit_id,
                           "checkpoint_id": p.checkpoint_id, "tree_path": p.path, "blob_id": p.blob_id}
                          for p in blob.provenance),

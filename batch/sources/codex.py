@@ -51,8 +51,16 @@ def first_line(path: Path) -> bytes:
 def rollout_meta(path: Path) -> dict | None:
     """The session meta of a rollout file (its first line's payload), or None for any other file."""
     try:
-        obj = json.loads(first_line(path))
-    except (OSError, ValueError, RecursionError):
+        return meta_of(first_line(path))
+    except OSError:
+        return None
+
+
+def meta_of(first: bytes) -> dict | None:
+    """The session meta a rollout's first line holds, or None when the line is no rollout's first."""
+    try:
+        obj = json.loads(first)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None

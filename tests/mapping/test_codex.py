@@ -11,14 +11,14 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import FIXTURES, one, read_tables, rows
+from conftest import CODEX_FIELDS as FIELDS
+from conftest import FIXTURES, codex_responses, one, read_tables, rows
 
 CODEX = FIXTURES / "codex"
 REAL = sorted(CODEX.glob("rollout-*.jsonl"))  # whole real sessions; composite/ is schema coverage only
 COMPOSITE = CODEX / "composite" / "small.jsonl"
 OLD = CODEX / "rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl"
 TINY = CODEX / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl"
-FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
 
 
 def load(path: Path) -> list[dict]:
@@ -34,22 +34,7 @@ def shown(path: Path) -> str:
 
 
 def responses(path: Path) -> list[dict]:
-    """The §9.6 rule written out: each distinct (total, last) pair of the five classic fields once,
-    skipping null info, empty total or last, and placeholders (last input and output both 0)."""
-    seen, out = set(), []
-    for obj in load(path):
-        p = obj.get("payload") or {}
-        if obj.get("type") != "event_msg" or p.get("type") != "token_count" or not p.get("info"):
-            continue
-        total, last = p["info"].get("total_token_usage") or {}, p["info"].get("last_token_usage") or {}
-        if not all(k in total for k in FIELDS) or not all(k in last for k in FIELDS):
-            continue
-        key = tuple(total[k] for k in FIELDS) + tuple(last[k] for k in FIELDS)
-        if key in seen or (last["input_tokens"] == 0 and last["output_tokens"] == 0):
-            continue
-        seen.add(key)
-        out.append(last)
-    return out
+    return codex_responses(load(path))
 
 
 @pytest.fixture(scope="module")

@@ -190,21 +190,23 @@ def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "session_key": [s.session_key for s in streams],
          "stream_kind": [s.stream_kind for s in streams], "parent_session_id": [s.parent_session_id for s in streams],
-         "source_files": [[s.name] for s in streams]},
+         "source_files": [[s.name] for s in streams], "content_level": [s.content_level for s in streams],
+         "stream_meta": [s.meta for s in streams]},
         schema={"file_idx": pl.Int32, "session_key": pl.String, "stream_kind": pl.String,
-                "parent_session_id": pl.String, "source_files": pl.List(pl.String)},
+                "parent_session_id": pl.String, "source_files": pl.List(pl.String), "content_level": pl.String,
+                "stream_meta": pl.String},
     )
     frame = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").select(
         "session_key", session_id="session_key", stream_kind="stream_kind", parent_session_id="parent_session_id",
         agent=pl.lit(AGENT), producer_method=pl.lit("converter"), producer_source=pl.lit(FORMAT),
-        content_level=pl.lit("full"),
+        content_level="content_level",  # redacted for a copy an Entire checkpoint holds
         started_at=pl.col("started_at").dt.convert_time_zone("UTC"),
         ended_at=pl.col("ended_at").dt.convert_time_zone("UTC"),
         cwd="cwd", cwds="cwds", git_branch="git_branch",
         versions=pl.col("versions").list.drop_nulls(), client_name="originator",
         source_files="source_files", forked_from_session_id="forked_from_id",
         record_count="record_count", line_count="line_count",
-        meta=pl.struct("meta_text", "enveloped").map_elements(_meta, return_dtype=pl.String),
+        meta=pl.struct("meta_text", "enveloped", "stream_meta").map_elements(_meta, return_dtype=pl.String),
     )
     return shaped(frame, WORK_SCHEMAS["session_streams"])
 
@@ -214,14 +216,13 @@ def _meta(row: dict) -> str | None:
     (originator, cli_version, model_provider, git, source, ...), under com.openai.codex/session_meta;
     base_instructions and instructions (the system prompt, tens of KB) stay in the record's native JSON.
     One call per stream, not per line."""
-    if row["meta_text"] is None:
-        return None
-    obj = json.loads(row["meta_text"])
-    payload = obj.get("payload", obj) if row["enveloped"] else obj
-    if not isinstance(payload, dict):
-        return None
-    kept = {k: v for k, v in payload.items() if k not in ("base_instructions", "instructions", "dynamic_tools")}
-    return json.dumps({"com.openai.codex/session_meta": kept}, ensure_ascii=False, sort_keys=True)
+    meta = json.loads(row["stream_meta"]) if row["stream_meta"] else {}  # the stream's own (io.entire/checkpoint)
+    obj = json.loads(row["meta_text"]) if row["meta_text"] is not None else None
+    payload = obj.get("payload", obj) if isinstance(obj, dict) and row["enveloped"] else obj
+    if isinstance(payload, dict):
+        kept = {k: v for k, v in payload.items() if k not in ("base_instructions", "instructions", "dynamic_tools")}
+        meta["com.openai.codex/session_meta"] = kept
+    return json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else None
 
 
 def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:

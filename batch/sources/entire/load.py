@@ -23,10 +23,11 @@ from batch.sources.entire.model import (
 )
 from batch.sources.entire.scan import scan_checkpoints
 from batch.sources.entire.selection import select_sessions
+from batch.sources import codex
 from batch.sources.git import read_blob
 
-# The agent whose native transcript (full.jsonl) a converter of this project reads.
-NATIVE_AGENTS = {"Claude Code": "claude-code-jsonl"}
+# The agents whose native transcript (full.jsonl) a converter of this project reads, by Entire's name.
+NATIVE_AGENTS = {"Claude Code": "claude-code-jsonl", "Codex": codex.FORMAT}
 
 
 def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
@@ -148,13 +149,18 @@ def native_format_of(session: SessionEntry, transcript: Blob | None) -> str | No
     """The converter format for a session's full.jsonl, or None when this project has none for it.
 
     Claude Code sessions (agent "Claude Code"; legacy metadata without an agent whose full.jsonl
-    starts with a JSON object carrying a `type`) go to the Claude Code converter."""
+    starts with a JSON object carrying a `type`) go to the Claude Code converter; Codex sessions whose
+    full.jsonl is a rollout (its first line a session_meta with the session's id: Entire's copy,
+    keys reordered) to the Codex converter, else their transcript.jsonl is read."""
     if transcript is None:
         return None
     agent = session.agent
+    if agent == "Codex":  # the first line whole: it holds the base instructions, tens of KB
+        end = transcript.data.find(b"\n")
+        return codex.FORMAT if codex.meta_of(transcript.data[: end if end >= 0 else None]) is not None else None
+    first = next((line for line in transcript.data[:1 << 16].split(b"\n") if line.strip()), b"")
     if agent is not None:
         return NATIVE_AGENTS.get(agent)
-    first = next((line for line in transcript.data[:1 << 16].split(b"\n") if line.strip()), b"")
     obj = json_or_none(first)
     return "claude-code-jsonl" if isinstance(obj, dict) and isinstance(obj.get("type"), str) else None
 

@@ -1,0 +1,75 @@
+"""A Codex session kept by an Entire checkpoint: its full.jsonl (the rollout as Entire's sanitizer
+rewrites it: encrypted content deleted and the line re-marshalled, reference codex-format.md §11)
+goes through the Codex converter, redacted; expected values read from the lines with json.loads."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+import batch
+from conftest import FIXTURES, codex_responses, read_tables
+from entire_repos import commit, init, meta, root_meta, sha256
+
+ROLLOUT = FIXTURES / "codex" / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+CID = "c0dec0dec0de"
+
+
+def sanitized(raw: bytes) -> bytes:
+    """Entire's SanitizePortableTranscript as the reference describes it: on reasoning and compaction
+    items `encrypted_content` is deleted and the line re-marshalled (payload keys sorted, envelope of
+    timestamp, type and payload only)."""
+    out = []
+    for line in raw.decode().splitlines():
+        obj = json.loads(line)
+        payload = obj.get("payload")
+        if isinstance(payload, dict) and payload.get("type") in ("reasoning", "compaction", "compaction_summary"):
+            payload.pop("encrypted_content", None)
+            line = json.dumps({"timestamp": obj["timestamp"], "type": obj["type"],
+                               "payload": dict(sorted(payload.items()))}, separators=(",", ":"))
+        out.append(line)
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("entire-codex")
+    work = init(base / "work")
+    full = sanitized(ROLLOUT.read_bytes())
+    sid = json.loads(full.split(b"\n", 1)[0])["payload"]["id"]
+    commit(work, "refs/heads/entire/checkpoints/v1", {
+        f"{CID[:2]}/{CID[2:]}/metadata.json": root_meta(CID, ["0"], base=f"{CID[:2]}/{CID[2:]}"),
+        f"{CID[:2]}/{CID[2:]}/0/metadata.json": meta(session_id=sid, checkpoint_id=CID, agent="Codex",
+                                                     created_at="2026-02-23T20:40:00Z"),
+        f"{CID[:2]}/{CID[2:]}/0/full.jsonl": full,
+        f"{CID[:2]}/{CID[2:]}/0/content_hash.txt": sha256(full).encode(),
+    }, f"Checkpoint: {CID}")
+    out = base / "out"
+    batch.convert([work], out)
+    return sid, full, read_tables(out)
+
+
+def test_the_rollout_goes_through_the_codex_converter_redacted(converted):
+    sid, _, tables = converted
+    (row,) = tables["sessions"].filter(pl.col("session_key") == sid).to_dicts()
+    assert (row["agent"], row["producer_source"], row["content_level"]) == ("codex", "codex-rollout-jsonl", "redacted")
+    assert json.loads(row["meta"])["io.entire/checkpoint"] == CID
+    assert row["source_files"] == [f"work/{CID}/0/full.jsonl"]
+    assert not tables["losses"].filter(pl.col("category").str.starts_with("entire.")).height
+
+
+def test_every_line_is_accounted_for_and_usage_is_the_rule(converted):
+    sid, full, tables = converted
+    objects = [json.loads(line) for line in full.decode().splitlines() if line.strip()]
+    assert tables["source_lines"].filter(pl.col("session_key") == sid).height == len(objects)
+    expected = codex_responses(objects)
+    inferences = tables["inferences"].filter(pl.col("session_key") == sid)
+    assert inferences.height == len(expected)
+    assert inferences["input_total_tokens"].sum() == sum(r["input_tokens"] for r in expected)
+    assert inferences["cache_read_tokens"].sum() == sum(r["cached_input_tokens"] for r in expected)
+    assert inferences["output_total_tokens"].sum() == sum(r["output_tokens"] for r in expected)
+    assert inferences["output_reasoning_tokens"].sum() == sum(r["reasoning_output_tokens"] for r in expected)
+    # per-call usage converted: the checkpoint's token_usage is no usage summary
+    assert not tables["usage_summaries"].filter(pl.col("session_key") == sid).height
