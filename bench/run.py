@@ -1,7 +1,7 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
     python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N] [--floor]
-                        [--session-mb MIB] [--long-line-mb MIB]
+                        [--session-mb MIB] [--long-line-mb MIB] [--executors NAMES] [--codex-mb MIB]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -18,7 +18,9 @@ transcript); then with the 1% of the main transcripts modified last grown the sa
 share of the full convert. With --session-mb, one session of that size built from the archive
 (bench/session.py), converted alone, with its peak RSS. With --long-line-mb, a session with one
 tool-result line of that size and the same session with a short line, their peaks and the long
-line's cost per byte (`long_line`). The figures are also written to
+line's cost per byte (`long_line`). With --codex-mb, a Codex archive (bench/codex.py) and a Claude
+Code archive of that size converted alternately: each converter's MiB per CPU second and their
+ratio (`codex_speed`). The figures are also written to
 bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
@@ -41,6 +43,7 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import codex  # noqa: E402
 import generate  # noqa: E402
 import session  # noqa: E402
 
@@ -332,6 +335,38 @@ def executor_runs(archive: Path, out: Path, args: argparse.Namespace) -> dict:
     return {name: {**r, "all_seconds": [x["seconds"] for x in runs[name]]} for name, r in best.items()}
 
 
+def codex_speed(scratch: Path, size_mb: float, args: argparse.Namespace) -> dict:
+    """A Codex archive (bench/codex.py) and a Claude Code archive (bench/generate.py) of the same size,
+    each converted twice, alternated (Claude Code, Codex, Claude Code, Codex): MiB per CPU second of
+    the fastest run of each and their ratio (the Codex converter's target: the same as Claude Code's)."""
+    archives = {"claude-code": scratch / f"claude-{size_mb:g}", "codex": scratch / f"codex-{size_mb:g}"}
+    shutil.rmtree(scratch, ignore_errors=True)
+    generate.generate(size_mb, archives["claude-code"], args.seed, invalid_lines=True, verbose=False)
+    codex.generate(size_mb, archives["codex"], args.seed)
+    runs: dict[str, list[dict]] = {name: [] for name in archives}
+    try:
+        for _ in range(2):
+            for name, archive in archives.items():
+                if args.wait_idle:
+                    wait_idle(args.wait_idle)
+                runs[name].append(convert(archive, scratch / f"out-{name}", args.batch_mb, args.workers))
+        result = {}
+        for name, archive in archives.items():
+            best = min(runs[name], key=lambda r: r["cpu_seconds"])
+            mib = archive_stats(archive)["mib"]
+            each = ", ".join(f"{r['cpu_seconds']:.1f}" for r in runs[name])
+            result[name] = {**best, "mib": mib, "mib_per_cpu_second": mib / best["cpu_seconds"]}
+            print(f"agent     {name}: {mib:.0f} MiB in {best['seconds']:.2f} s wall, {best['cpu_seconds']:.2f} s CPU "
+                  f"= {result[name]['mib_per_cpu_second']:.2f} MiB per CPU second, peak {best['peak_rss_mib']:.0f} "
+                  f"MiB (runs: {each} s CPU)")
+        ratio = result["codex"]["mib_per_cpu_second"] / result["claude-code"]["mib_per_cpu_second"]
+        print(f"          Codex / Claude Code in MiB per CPU second = {ratio:.2f} (target >= 1: "
+              f"{'met' if ratio >= 1 else 'NOT met'})")
+        return {**result, "ratio": ratio}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main_transcripts(archive: Path) -> list[Path]:
     return sorted(p for p in archive.rglob("*.jsonl") if "subagents" not in p.parts)
 
@@ -618,6 +653,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--executors", default="", metavar="NAMES",
                     help="also convert with these executors (comma-separated, e.g. local,dask), alternated with "
                          "each other in the same run: wall and CPU seconds (every process), the largest process's peak")
+    ap.add_argument("--codex-mb", type=float, default=0, metavar="MIB",
+                    help="also convert a Codex archive and a Claude Code archive of MIB each, alternated: MiB per CPU "
+                         "second of each converter and their ratio")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 
@@ -723,6 +761,7 @@ def main(argv: list[str] | None = None) -> None:
             least["convert_output_bound_cpu_ratio"] = conv["cpu_seconds"] / bound
 
         by_executor = executor_runs(archive, out, args) if args.executors else None
+        agents = codex_speed(out.parent / "agents", args.codex_mb, args) if args.codex_mb else None
 
         one = None
         if args.session_mb:
@@ -759,6 +798,7 @@ def main(argv: list[str] | None = None) -> None:
             "large_session": one,
             "long_line": line,
             "executors": by_executor,
+            "agents": agents,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],
