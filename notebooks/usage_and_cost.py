@@ -48,20 +48,25 @@ def _(con, mo, out):
 
 @app.cell
 def _(charts, con, plt, save):
+    # one series per (agent, model): the same model name can come from Claude Code and Codex
     by_day = con.sql("""
-        select day, model, total_tokens from usage_by_day order by day, model
+        select day, coalesce(agent, '?') || '/' || coalesce(model, '?') as series,
+               cast(sum(total_tokens) as bigint) as total_tokens
+        from usage_by_day
+        group by all
+        order by day, series
     """).pl()
     days = sorted(set(by_day["day"].to_list()))
-    models = sorted(set(by_day["model"].to_list()))
+    series = sorted(set(by_day["series"].to_list()))
     fig_tokens, ax_tokens = plt.subplots(figsize=(9, 4))
     bottom = [0] * len(days)
-    for model in models:
-        per_day = dict(by_day.filter(by_day["model"] == model).select("day", "total_tokens").iter_rows())
+    for label in series:
+        per_day = dict(by_day.filter(by_day["series"] == label).select("day", "total_tokens").iter_rows())
         heights = [(per_day.get(day) or 0) / 1e6 for day in days]
-        ax_tokens.bar([str(d) for d in days], heights, bottom=bottom, label=model)
+        ax_tokens.bar([str(d) for d in days], heights, bottom=bottom, label=label)
         bottom = [b + h for b, h in zip(bottom, heights)]
     ax_tokens.set_ylabel("million tokens (input, cache and output)")
-    ax_tokens.set_title("Tokens per day, by model")
+    ax_tokens.set_title("Tokens per day, by agent/model")
     ax_tokens.legend(fontsize="small", frameon=False)
     ax_tokens.tick_params(axis="x", labelrotation=45, labelsize="small")
     ax_tokens.spines[["top", "right"]].set_visible(False)
@@ -108,8 +113,8 @@ def _(con, mo):
         mo.md("""
         ## How much is a lower bound
 
-        `output_lower_bound_share`: the part of each model's output tokens that comes from
-        responses whose final usage was never written (Claude Code's streaming placeholders).
+        `output_lower_bound_share`: the part of each agent's and model's output tokens that comes
+        from responses whose final usage was never written (Claude Code's streaming placeholders).
         """),
         con.sql("select * from usage_completeness").pl(),
         mo.md("## Models without a price"),
@@ -121,13 +126,13 @@ def _(con, mo):
 @app.cell
 def _(con, mo):
     mo.vstack([
-        mo.md("## Cache hit ratio by model"),
+        mo.md("## Cache hit ratio by agent and model"),
         con.sql("""
-            select model, sum(cache_read_tokens) / nullif(sum(input_total_tokens), 0) as cache_hit_ratio,
+            select agent, model, sum(cache_read_tokens) / nullif(sum(input_total_tokens), 0) as cache_hit_ratio,
                    sum(input_total_tokens) as input_total_tokens
             from cache_hit_ratio
-            group by model
-            order by input_total_tokens desc
+            group by agent, model
+            order by input_total_tokens desc, agent, model
         """).pl(),
     ])
     return

@@ -1,7 +1,11 @@
--- cache_hit_ratio: one row per (UTC day, model): how much of the input was read from the cache.
+-- cache_hit_ratio: one row per (UTC day, agent, model): how much of the input was read from the
+-- cache.
 -- reads: inference_costs
 -- cache_hit_ratio = cache reads / total input (uncached + cache reads + cache writes), over the
--- inferences that report all three (input_total_tokens not null); the others are not counted.
+-- inferences that report their total input (input_total_tokens not null); the others are not
+-- counted. Claude Code reports all three parts; Codex reports its input count (cache reads
+-- included) and cache writes only when it writes them: for its models cache_write_tokens and
+-- cache_write_ratio are then null.
 with costs as (
     select * from inference_costs
     where input_total_tokens is not null
@@ -10,6 +14,7 @@ with costs as (
 final as (
     select
         day,
+        agent,
         model,
         count(*) as inferences,
         cast(sum(input_total_tokens) as bigint) as input_total_tokens,
@@ -19,8 +24,8 @@ final as (
         cast(sum(cache_read_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_hit_ratio,
         cast(sum(cache_write_tokens) as bigint) / nullif(cast(sum(input_total_tokens) as bigint), 0) as cache_write_ratio,
     from costs
-    group by day, model
+    group by day, agent, model
 )
 
 select * from final
-order by day, model
+order by day, agent, model

@@ -1,5 +1,6 @@
 -- inference_costs: one row per inference (inference_id): its tokens, the stream and project it
--- belongs to, the price in force on the day of the response, and its cost in USD.
+-- belongs to, the agent that wrote it, the price in force on the day of the response, and its cost
+-- in USD.
 -- reads: inferences, records, sessions, model_prices
 -- materialized: table
 --
@@ -12,6 +13,8 @@
 -- A token count that is not reported adds nothing; is_cost_lower_bound says when that happened
 -- or when usage_complete is false (the output count is a streaming placeholder).
 -- project: the working directory of the stream's main session (root_session_key), else its own.
+-- agent: sessions.agent of the inference's stream (claude-code, codex); null when the stream has no
+-- sessions row.
 with inferences as (
     select * from inferences
 ),
@@ -21,7 +24,7 @@ responses as (
 ),
 
 streams as (
-    select session_key, stream_kind, cwd from sessions
+    select session_key, agent, stream_kind, cwd from sessions
 ),
 
 prices as (
@@ -36,6 +39,7 @@ located as (
         s.stream_kind,
         s.stream_kind is distinct from 'main' as is_subagent,
         coalesce(root.cwd, s.cwd) as project,
+        s.agent,
         i.model,
         r.responded_at,
         cast(timezone('UTC', r.responded_at) as date) as day,
@@ -79,6 +83,7 @@ final as (
         stream_kind,
         is_subagent,
         project,
+        agent,
         model,
         responded_at,
         day,

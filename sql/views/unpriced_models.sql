@@ -1,5 +1,5 @@
--- unpriced_models: one row per model with inferences that have no price in model_prices on the
--- day of the response: these inferences have a null cost_usd and no total counts them.
+-- unpriced_models: one row per (agent, model) with inferences that have no price in model_prices
+-- on the day of the response: these inferences have a null cost_usd and no total counts them.
 -- reads: inference_costs, model_prices
 -- priced_from: the earliest effective_date the table has for the model (null: never priced);
 -- responses before it are unpriced too. Fix it by adding a row to data/pricing.csv.
@@ -14,6 +14,7 @@ prices as (
 
 final as (
     select
+        c.agent,
         c.model,
         count(*) as inferences,
         cast(sum(c.total_tokens) as bigint) as total_tokens,
@@ -23,8 +24,8 @@ final as (
         any_value(p.priced_from) as priced_from,
     from costs as c
     left join prices as p using (model)
-    group by c.model
+    group by c.agent, c.model
 )
 
 select * from final
-order by inferences desc, model
+order by inferences desc, agent, model

@@ -1,4 +1,4 @@
--- usage_by_day: one row per (UTC day of the response, model): tokens and cost.
+-- usage_by_day: one row per (UTC day of the response, agent, model): tokens and cost.
 -- reads: inference_costs
 -- cost_usd is null for a model without a price that day (unpriced_inferences counts them).
 -- incomplete_inferences have a placeholder output count: output_total_tokens and cost_usd are
@@ -10,6 +10,7 @@ with costs as (
 final as (
     select
         day,
+        agent,
         model,
         count(*) as inferences,
         cast(sum(input_uncached_tokens) as bigint) as input_uncached_tokens,
@@ -22,8 +23,8 @@ final as (
         count(*) filter (where not usage_complete) as incomplete_inferences,
         bool_or(is_cost_lower_bound) as is_lower_bound,
     from costs
-    group by day, model
+    group by day, agent, model
 )
 
 select * from final
-order by day, model
+order by day, agent, model

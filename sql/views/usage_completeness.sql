@@ -1,8 +1,10 @@
--- usage_completeness: one row per model: how much of its output and cost totals is a lower bound.
+-- usage_completeness: one row per (agent, model): how much of its output and cost totals is a
+-- lower bound.
 -- reads: inference_costs
 -- An inference with usage_complete false kept only a streaming placeholder of its output count
 -- (Claude Code never wrote the final line): its output_total_tokens, and so its cost, are lower
 -- bounds. *_lower_bound_share: the part of each total that comes from such inferences.
+-- A Codex response's usage is final (usage_complete true): its rows count no incomplete inference.
 -- from_agent_progress: usage read from copies in a parent's progress lines (subagent file absent).
 with costs as (
     select * from inference_costs
@@ -10,6 +12,7 @@ with costs as (
 
 final as (
     select
+        agent,
         model,
         count(*) as inferences,
         count(*) filter (where not usage_complete) as incomplete_inferences,
@@ -24,8 +27,8 @@ final as (
         coalesce(sum(cost_usd) filter (where not usage_complete), 0)
             / nullif(sum(cost_usd), 0) as cost_lower_bound_share,
     from costs
-    group by model
+    group by agent, model
 )
 
 select * from final
-order by inferences desc, model
+order by inferences desc, agent, model

@@ -5,7 +5,8 @@ with its own price list, so that each figure below can be checked with pencil an
 
 - S1 (main, /p/alpha) with subagent S1/agentA (its own cwd /p/alpha/wt: the project stays the
   main session's); S2 (main, /p/beta); S9/agentB, a subagent whose main session is not in the
-  output (/p/gamma).
+  output (/p/gamma). S2 is a Codex stream, the others Claude Code's: the views grouped by model
+  group by (agent, model).
 - Prices per million tokens (input, output, 5m write, 1h write, cache read): alpha-model 1, 10,
   2, 4, 0.1 from 2026-01-01 and 2, 20, 4, 8, 0.2 from 2026-03-02; beta-model 3, 30, 5, 6, 0.3;
   late-model only from 2026-04-01; gamma-model has no price.
@@ -14,7 +15,9 @@ with its own price list, so that each figure below can be checked with pencil an
   UTC), i6 (S2, late-model before its first price).
 
 On the real corpus, every view is compared whole with the same figures recomputed from the base
-tables and data/pricing.csv with Polars and plain Python, not with the views' SQL.
+tables and data/pricing.csv with Polars and plain Python, not with the views' SQL. The real Codex
+rollouts of tests/fixtures/codex, converted with Claude Code transcripts, show both agents apart in
+the views grouped by (agent, model).
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from polars.testing import assert_frame_equal
 
 from batch.output.catalog import PRICES, view_files, write_catalog
 from batch.schema import TABLES
-from conftest import ROOT
+import batch
+from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, write_jsonl
 
 S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
+CC, CODEX = "claude-code", "codex"
 PRICING = """model,effective_date,input_usd_per_mtok,output_usd_per_mtok,cache_write_5m_usd_per_mtok,cache_write_1h_usd_per_mtok,cache_read_usd_per_mtok,source,checked_on
 alpha-model,2026-01-01,1,10,2,4,0.1,authored,2026-11-30
 alpha-model,2026-03-02,2,20,4,8,0.2,authored,2026-11-30
@@ -99,13 +104,13 @@ def compaction(n, session, kind, trigger=None, pre=None):
 
 TABLE_ROWS = {
     "sessions": [
-        dict(session_key=S1, stream_kind="main", cwd="/p/alpha", title="Alpha", started_at=ts(1, 10, 0),
+        dict(session_key=S1, agent=CC, stream_kind="main", cwd="/p/alpha", title="Alpha", started_at=ts(1, 10, 0),
              ended_at=ts(1, 10, 30), record_count=10),
-        dict(session_key=A1, stream_kind="subagent", parent_session_key=S1, cwd="/p/alpha/wt",
+        dict(session_key=A1, agent=CC, stream_kind="subagent", parent_session_key=S1, cwd="/p/alpha/wt",
              started_at=ts(1, 10, 5), ended_at=ts(1, 10, 10), record_count=4),
-        dict(session_key=S2, stream_kind="main", cwd="/p/beta", started_at=ts(2, 9, 0), ended_at=ts(2, 9, 6),
-             record_count=3),
-        dict(session_key=B9, stream_kind="subagent", cwd="/p/gamma", record_count=2),
+        dict(session_key=S2, agent=CODEX, stream_kind="main", cwd="/p/beta", started_at=ts(2, 9, 0),
+             ended_at=ts(2, 9, 6), record_count=3),
+        dict(session_key=B9, agent=CC, stream_kind="subagent", cwd="/p/gamma", record_count=2),
     ],
     "inferences": [i["inference"] for i in INFERENCES],
     "records": [i["record"] for i in INFERENCES] + [
@@ -207,30 +212,32 @@ def test_every_view_is_in_the_catalog(con):
 
 def test_inference_costs_prices_each_response_at_the_price_of_its_day(con):
     assert rows(con, """
-        select inference_id, root_session_key, is_subagent, project, day, price_effective_date,
+        select inference_id, root_session_key, is_subagent, project, agent, day, price_effective_date,
                cost_usd, is_priced, is_cost_lower_bound, total_tokens
         from inference_costs order by inference_id
     """) == [
         # 10x1 + 100x10 + 1000x0.1 + 50x4 (1h) + 150x2 (5m: 200 - 50) = 1610
-        ("i1", S1, False, "/p/alpha", D1, date(2026, 1, 1), r(1610e-6), True, False, 1310),
+        ("i1", S1, False, "/p/alpha", CC, D1, date(2026, 1, 1), r(1610e-6), True, False, 1310),
         # 20x3 + 50x30 + 400x5 = 3560; the output is a placeholder: a lower bound
-        ("i2", S1, True, "/p/alpha", D1, date(2026, 1, 1), r(3560e-6), True, True, 470),
+        ("i2", S1, True, "/p/alpha", CC, D1, date(2026, 1, 1), r(3560e-6), True, True, 470),
         # the new price of 2026-03-02: 5x2 + 10x20 + 500x0.2 = 310
-        ("i3", S2, False, "/p/beta", D2, D2, r(310e-6), True, False, 515),
-        ("i4", S2, False, "/p/beta", D2, None, None, False, False, 10),
+        ("i3", S2, False, "/p/beta", CODEX, D2, D2, r(310e-6), True, False, 515),
+        ("i4", S2, False, "/p/beta", CODEX, D2, None, None, False, False, 10),
         # 23:30 UTC is still 2026-03-02; cache counts not reported: 7x20 = 140, a lower bound
-        ("i5", "S9", True, "/p/gamma", D2, D2, r(140e-6), True, True, None),
-        ("i6", S2, False, "/p/beta", D2, None, None, False, False, 100),
+        ("i5", "S9", True, "/p/gamma", CC, D2, D2, r(140e-6), True, True, None),
+        ("i6", S2, False, "/p/beta", CODEX, D2, None, None, False, False, 100),
     ]
 
 
 def test_usage_by_day(con):
     assert rows(con, "select * from usage_by_day") == [
-        (D1, "alpha-model", 1, 10, 1000, 200, 100, 1310, r(1610e-6), 0, 0, False),
-        (D1, "beta-model", 1, 20, 0, 400, 50, 470, r(3560e-6), 0, 1, True),
-        (D2, "alpha-model", 2, 5, 500, 0, 17, 515, r(450e-6), 0, 0, True),
-        (D2, "gamma-model", 1, 1, 2, 3, 4, 10, None, 1, 0, False),
-        (D2, "late-model", 1, 100, 0, 0, 0, 100, None, 1, 0, False),
+        (D1, CC, "alpha-model", 1, 10, 1000, 200, 100, 1310, r(1610e-6), 0, 0, False),
+        (D1, CC, "beta-model", 1, 20, 0, 400, 50, 470, r(3560e-6), 0, 1, True),
+        # alpha-model on day 2 is two rows: i5 of a Claude Code stream, i3 of the Codex stream S2
+        (D2, CC, "alpha-model", 1, 0, None, None, 7, None, r(140e-6), 0, 0, True),
+        (D2, CODEX, "alpha-model", 1, 5, 500, 0, 10, 515, r(310e-6), 0, 0, False),
+        (D2, CODEX, "gamma-model", 1, 1, 2, 3, 4, 10, None, 1, 0, False),
+        (D2, CODEX, "late-model", 1, 100, 0, 0, 0, 100, None, 1, 0, False),
     ]
 
 
@@ -269,12 +276,15 @@ def test_costliest_sessions_ranks_by_cost(con):
 
 
 def test_cache_hit_ratio_counts_only_inferences_reporting_every_input(con):
-    assert rows(con, "select day, model, inferences, input_total_tokens, cache_read_tokens, cache_hit_ratio from cache_hit_ratio") == [
-        (D1, "alpha-model", 1, 1210, 1000, r(1000 / 1210)),
-        (D1, "beta-model", 1, 420, 0, 0.0),
-        (D2, "alpha-model", 1, 505, 500, r(500 / 505)),  # i5 reports no cache counts
-        (D2, "gamma-model", 1, 6, 2, r(2 / 6)),
-        (D2, "late-model", 1, 100, 0, 0.0),
+    assert rows(con, """
+        select day, agent, model, inferences, input_total_tokens, cache_read_tokens, cache_hit_ratio
+        from cache_hit_ratio
+    """) == [
+        (D1, CC, "alpha-model", 1, 1210, 1000, r(1000 / 1210)),
+        (D1, CC, "beta-model", 1, 420, 0, 0.0),
+        (D2, CODEX, "alpha-model", 1, 505, 500, r(500 / 505)),  # i5 (Claude Code) reports no cache counts
+        (D2, CODEX, "gamma-model", 1, 6, 2, r(2 / 6)),
+        (D2, CODEX, "late-model", 1, 100, 0, 0.0),
     ]
 
 
@@ -337,17 +347,18 @@ def test_session_stats(con):
 
 def test_usage_completeness_shows_the_lower_bound_share(con):
     assert rows(con, "select * from usage_completeness") == [
-        ("alpha-model", 3, 0, 0.0, 1, 117, 0, 0.0, r(2060e-6), 0.0, 0.0),
-        ("beta-model", 1, 1, 1.0, 0, 50, 50, 1.0, r(3560e-6), r(3560e-6), 1.0),
-        ("gamma-model", 1, 0, 0.0, 0, 4, 0, 0.0, None, 0.0, None),
-        ("late-model", 1, 0, 0.0, 0, 0, 0, None, None, 0.0, None),
+        (CC, "alpha-model", 2, 0, 0.0, 1, 107, 0, 0.0, r(1750e-6), 0.0, 0.0),  # i1 and i5
+        (CC, "beta-model", 1, 1, 1.0, 0, 50, 50, 1.0, r(3560e-6), r(3560e-6), 1.0),
+        (CODEX, "alpha-model", 1, 0, 0.0, 0, 10, 0, 0.0, r(310e-6), 0.0, 0.0),  # i3
+        (CODEX, "gamma-model", 1, 0, 0.0, 0, 4, 0, 0.0, None, 0.0, None),
+        (CODEX, "late-model", 1, 0, 0.0, 0, 0, 0, None, None, 0.0, None),
     ]
 
 
 def test_unpriced_models_are_named_with_their_first_price(con):
     assert rows(con, "select * from unpriced_models") == [
-        ("gamma-model", 1, 10, 4, D2, D2, None),
-        ("late-model", 1, 100, 0, D2, D2, date(2026, 4, 1)),
+        (CODEX, "gamma-model", 1, 10, 4, D2, D2, None),
+        (CODEX, "late-model", 1, 100, 0, D2, D2, date(2026, 4, 1)),
     ]
 
 
@@ -440,7 +451,7 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Each inference of the corpus located and priced here: its response's UTC day, the project of
     its main session (else its own cwd), the price row of data/pricing.csv in force that day."""
     t = corpus_tables
-    streams = t["sessions"].select("session_key", "stream_kind", "cwd")
+    streams = t["sessions"].select("session_key", "agent", "stream_kind", "cwd")
     located = (
         t["inferences"]
         .join(t["records"].select("record_id", responded_at="timestamp"), on="record_id", how="left", validate="m:1")
@@ -493,7 +504,7 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
 @expects("inference_costs")
 def _inference_costs(t, costs):
     return costs.select(
-        "inference_id", "session_key", "root_session_key", "stream_kind", "is_subagent", "project", "model",
+        "inference_id", "session_key", "root_session_key", "stream_kind", "is_subagent", "project", "agent", "model",
         "responded_at", "day", "usage_complete", "usage_source", "input_uncached_tokens", "cache_read_tokens",
         "cache_write_tokens", "cache_write_1h_tokens", "input_total_tokens", "output_total_tokens", "total_tokens",
         "price_effective_date", "is_priced", "cost_usd", "is_cost_lower_bound",
@@ -521,7 +532,7 @@ def unpriced_model_names() -> pl.Expr:
 
 @expects("usage_by_day")
 def _usage_by_day(t, costs):
-    return costs.group_by("day", "model").agg(**usage_totals()).sort("day", "model")
+    return costs.group_by("day", "agent", "model").agg(**usage_totals()).sort("day", "agent", "model", nulls_last=True)
 
 
 @expects("usage_by_project")
@@ -572,12 +583,12 @@ def _cache_hit_ratio(t, costs):
     parts = ["input_uncached_tokens", "cache_read_tokens", "cache_write_tokens"]
     return (
         costs.filter(pl.all_horizontal(pl.col(parts).is_not_null()))  # only inferences reporting all three
-        .group_by("day", "model")
+        .group_by("day", "agent", "model")
         .agg(pl.len().alias("inferences"), pl.sum_horizontal(parts).sum().alias("input_total_tokens"),
              pl.col(parts).sum())
         .with_columns(cache_hit_ratio=ratio("cache_read_tokens", "input_total_tokens"),
                       cache_write_ratio=ratio("cache_write_tokens", "input_total_tokens"))
-        .sort("day", "model")
+        .sort("day", "agent", "model", nulls_last=True)
     )
 
 
@@ -607,7 +618,7 @@ def _subagent_share(t, costs):
 def _usage_completeness(t, costs):
     incomplete = ~pl.col("usage_complete")
     return (
-        costs.group_by("model")
+        costs.group_by("agent", "model")
         .agg(
             inferences=pl.len(),
             incomplete_inferences=count(incomplete),
@@ -622,7 +633,7 @@ def _usage_completeness(t, costs):
             output_lower_bound_share=ratio("output_tokens_lower_bound", "output_total_tokens"),
             cost_lower_bound_share=ratio("cost_usd_lower_bound", "cost_usd"),
         )
-        .sort("inferences", "model", descending=[True, False])
+        .sort("inferences", "agent", "model", descending=[True, False, False], nulls_last=True)
     )
 
 
@@ -634,11 +645,11 @@ def _unpriced_models(t, costs):
         first_price[row["model"]] = min(day, first_price.get(row["model"], day))
     return (
         costs.filter(~pl.col("is_priced"))
-        .group_by("model")
+        .group_by("agent", "model")
         .agg(inferences=pl.len(), total_tokens=total("total_tokens"), output_total_tokens=total("output_total_tokens"),
              first_day=pl.col("day").min(), last_day=pl.col("day").max())
         .with_columns(priced_from=pl.col("model").replace_strict(first_price, default=None, return_dtype=pl.Date))
-        .sort("inferences", "model", descending=[True, False])
+        .sort("inferences", "agent", "model", descending=[True, False, False], nulls_last=True)
     )
 
 
@@ -783,3 +794,98 @@ def test_every_view_is_documented():
     docs = (ROOT / "docs" / "asr-tables.md").read_text()
     for name in view_files():
         assert f"| `{name}` |" in docs, name
+
+
+# Both agents in one output: the real Codex rollouts and Claude Code transcripts, converted together.
+
+CODEX_ROLLOUTS = sorted((ROOT / "tests" / "fixtures" / "codex").glob("*.jsonl"))
+SMALL_CLAUDE_CODE = CORPUS / "chiphuyen-sniffly" / "fed8ce56-bc79-401f-a83e-af084253362f.jsonl"
+
+
+@pytest.fixture(scope="module")
+def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Codex rollouts with a small real Claude Code transcript (a priced model, placeholder output
+    counts) and an authored one whose response is of claude-opus-4-7 before its first price."""
+    tmp = tmp_path_factory.mktemp("two-agents")
+    early = write_jsonl(tmp / "projects" / "-home-user-project" / f"{SID}.jsonl", [
+        user(uid(1), None, "Hello"),
+        assistant(uid(2), uid(1), "msg_01EarlyResponse", [TEXT], model="claude-opus-4-7", stop="end_turn"),
+    ])
+    out = tmp / "out"
+    batch.convert([*CODEX_ROLLOUTS, SMALL_CLAUDE_CODE, early], out)
+    return out
+
+
+def test_views_group_claude_code_and_codex_apart(two_agents: Path):
+    assert len(CODEX_ROLLOUTS) == 5
+    t = read_tables(two_agents)
+    prices = list(csv.DictReader(PRICING_CSV.read_text().splitlines()))
+    # Codex models have no price yet: they must be unpriced, never $0
+    assert not any(p["model"].startswith("gpt-") for p in prices)
+
+    def priced(model: str, day: date) -> bool:
+        return any(p["model"] == model and date.fromisoformat(p["effective_date"]) <= day for p in prices)
+
+    # each inference with the agent of its stream (sessions) and the UTC day of its response (records)
+    located = (
+        t["inferences"]
+        .join(t["sessions"].select("session_key", "agent"), on="session_key", how="left", validate="m:1")
+        .join(t["records"].select("record_id", "timestamp"), on="record_id", how="left", validate="m:1")
+        .with_columns(
+            day=pl.col("timestamp").dt.convert_time_zone("UTC").dt.date(),
+            # input_total_tokens includes the cache reads (and writes) for both agents
+            total_tokens=pl.col("input_total_tokens") + pl.col("output_total_tokens"),
+        )
+    )
+    inf = located.with_columns(is_priced=pl.Series(
+        [priced(m, d) for m, d in located.select("model", "day").iter_rows()], dtype=pl.Boolean))
+    assert set(inf["agent"]) == {CC, CODEX}
+    assert inf.filter(pl.col("agent") == CODEX).height > 300  # every response of the five rollouts
+    unpriced = ~pl.col("is_priced")
+    sums = dict(output_total_tokens=total("output_total_tokens"), total_tokens=total("total_tokens"))
+
+    with duckdb.connect(str(two_agents / "asr.duckdb"), read_only=True) as con:
+        def view(query: str) -> pl.DataFrame:
+            return con.sql(query).pl()
+
+        by_day = view("""
+            select day, agent, model, inferences, output_total_tokens, total_tokens, unpriced_inferences,
+                   incomplete_inferences, cost_usd
+            from usage_by_day
+        """)
+        same(by_day.drop("cost_usd"), inf.group_by("day", "agent", "model").agg(
+            inferences=pl.len(), unpriced_inferences=count(unpriced),
+            incomplete_inferences=count(~pl.col("usage_complete")), **sums,
+        ).sort("day", "agent", "model"))
+        # a day without a price has no cost, never 0; a priced day has one
+        assert by_day.filter(pl.col("unpriced_inferences") > 0)["cost_usd"].null_count() == by_day.filter(
+            pl.col("unpriced_inferences") == pl.col("inferences")).height
+        assert by_day.filter(pl.col("agent") == CODEX)["cost_usd"].is_null().all()
+        assert (by_day.filter(pl.col("unpriced_inferences") == 0)["cost_usd"] > 0).all()
+
+        completeness = view("select agent, model, inferences, incomplete_inferences, output_total_tokens, cost_usd "
+                            "from usage_completeness")
+        same(completeness.drop("cost_usd"), inf.group_by("agent", "model").agg(
+            inferences=pl.len(), incomplete_inferences=count(~pl.col("usage_complete")),
+            output_total_tokens=total("output_total_tokens"),
+        ).sort("inferences", "agent", "model", descending=[True, False, False]))
+        assert set(completeness["agent"]) == {CC, CODEX}
+        assert completeness.filter(pl.col("agent") == CODEX)["cost_usd"].is_null().all()
+
+        missing = view("select agent, model, inferences, total_tokens, output_total_tokens, first_day, last_day "
+                       "from unpriced_models")
+        same(missing, inf.filter(unpriced).group_by("agent", "model").agg(
+            inferences=pl.len(), first_day=pl.col("day").min(), last_day=pl.col("day").max(), **sums,
+        ).sort("inferences", "agent", "model", descending=[True, False, False]))
+        # every Codex model, and the Claude Code response before its model's first price
+        assert set(missing["agent"]) == {CC, CODEX}
+        assert set(missing.filter(pl.col("agent") == CODEX)["model"]) == set(inf.filter(pl.col("agent") == CODEX)["model"])
+        assert missing.filter(pl.col("agent") == CC)["model"].to_list() == ["claude-opus-4-7"]
+
+        # Codex's input count includes its cache reads: the ratio is over it, not over a sum of parts
+        same(view("select day, agent, model, inferences, input_total_tokens, cache_read_tokens, cache_hit_ratio "
+                  "from cache_hit_ratio"),
+             inf.filter(pl.col("input_total_tokens").is_not_null()).group_by("day", "agent", "model")
+             .agg(pl.len().alias("inferences"), pl.col("input_total_tokens", "cache_read_tokens").sum())
+             .with_columns(cache_hit_ratio=ratio("cache_read_tokens", "input_total_tokens"))
+             .sort("day", "agent", "model"))
