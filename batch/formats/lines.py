@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from batch.sources.base import Stream
 
 BOM = b"\xef\xbb\xbf"
+# the reject reason of a line longer than a batch converted again after running out of memory may decode
+LINE_TOO_LONG = "line_too_long"
 
 # Bytes read and split at once: a slice is this many bytes of whole lines (more when one line is
 # longer), so reading a batch needs its lines' text plus about two slices, not twice the batch.

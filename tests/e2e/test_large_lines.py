@@ -15,6 +15,7 @@ import duckdb
 import polars as pl
 import pytest
 from conftest import (
+    FIXTURES,
     ROOT,
     SAMPLE,
     assert_same_as_full,
@@ -311,3 +312,25 @@ def test_a_session_converted_before_that_does_not_fit_now_keeps_its_rows(archive
     assert again.manifest["not_converted"] == []
     assert read_tables(out)["records"].filter(pl.col("session_key") == BIG_SID).height == 5
     assert_same_as_full(archive, out, tmp_path)
+
+
+def test_a_codex_line_that_does_not_fit_is_rejected_and_the_rest_converts(tmp_path):
+    rollout = FIXTURES / "codex" / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+    lines = rollout.read_bytes().splitlines()
+    first = json.loads(lines[0])
+    output = "0123456789abcdef" * (20 << 16)  # 20 MiB of a tool's output
+    long = json.dumps({"timestamp": first["timestamp"], "type": "response_item", "payload": {
+        "type": "function_call_output", "call_id": "call_BIG", "output": output}}).encode()
+    src = tmp_path / "sessions" / rollout.name
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"\n".join([*lines[:3], long, *lines[3:]]) + b"\n")
+    out = tmp_path / "out"
+    result = batch.convert([tmp_path / "sessions"], out, memory_bytes=64 << 20, batch_bytes=64 << 20)
+    assert result.manifest["rejected_lines"] == 1
+    t = read_tables(out)
+    status = t["source_lines"].sort("line").select("line", "status", "reason").rows()
+    assert len(status) == len(lines) + 1
+    assert status[3] == (4, "rejected", "line_too_long")
+    assert all(s != "rejected" for line, s, _ in status if line != 4)
+    [reject] = t["rejects"].rows(named=True)
+    assert reject["raw"] == long  # its bytes kept

@@ -18,7 +18,7 @@ import polars as pl
 
 from batch import slices, sql
 from batch.formats.claude_code.store import Store
-from batch.formats.lines import LineChunks, concat_lines
+from batch.formats.lines import LINE_TOO_LONG, LineChunks, concat_lines
 from batch.transforms.classify import classify
 from batch.transforms.elide import Elided
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
@@ -28,7 +28,6 @@ from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 OBSERVE_SLICE_BYTES = 64 << 20
 # The reason of a line rejected without being decoded: longer than a batch converted again after
 # running out of memory may decode (pipeline, "A batch out of memory").
-LINE_TOO_LONG = "line_too_long"
 
 # The columns of an observation that the narrow stage reads, and nothing wide (no JSON text, no
 # content, no toolUseResult, no line text): foreign files (file_idx, native_type) and versions

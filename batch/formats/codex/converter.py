@@ -10,7 +10,7 @@ import polars as pl
 from batch import sql
 from batch.formats.base import Converted
 from batch.formats.codex import classify, tables
-from batch.formats.lines import read_lines
+from batch.formats.lines import LINE_TOO_LONG, read_lines
 from batch.sources.base import Stream
 from batch.sources.codex import FORMAT
 
@@ -23,7 +23,11 @@ def convert(
     """Map every line of each rollout file (one stream per file) into frames."""
     read = read_lines(streams, hasher)
     lines = read.lines.filter(~pl.col("text").str.contains(r"^\s*$"))
-    sql.register(con, "codex_input", lines.select("file_idx", "line", "text"))
+    # a batch converted again after running out of memory: a line longer than the limit is rejected
+    # undecoded, its bytes kept (as the Claude Code converter does)
+    max_line = sql.max_line(con)
+    too_long = pl.lit(False) if max_line is None else pl.col("byte_length") > max_line
+    sql.register(con, "codex_input", lines.select("file_idx", "line", text=pl.when(~too_long).then("text")))
     try:
         decoded = sql.frame(con, "codex_lines")
         blocks = sql.frame(con, "codex_blocks")
@@ -38,6 +42,12 @@ def convert(
         lines.select("file_idx", "line", "byte_offset", "byte_length", "text", "raw")
         .join(decoded, on=["file_idx", "line"], how="left", maintain_order="left")
         .join(files, on="file_idx", how="left")
+        .with_columns(
+            reason=pl.when(too_long).then(pl.lit(LINE_TOO_LONG)).otherwise("reason"),
+            detail=pl.when(too_long).then(pl.format(
+                "a line of {} bytes needs more memory than this run may use (--memory-mb)", pl.col("byte_length")
+            )).otherwise("detail"),
+        )
     )
     records = tables.records(every)
     out = {
