@@ -1,5 +1,5 @@
 """Codex rollouts (tests/fixtures/codex): every mapped value against what the test reads from the
-lines itself with json.loads (reference /work/shared/reference/codex-format.md)."""
+lines itself with json.loads (the Codex rollout reference, codex-format.md)."""
 
 from __future__ import annotations
 

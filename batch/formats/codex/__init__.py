@@ -1,6 +1,6 @@
 """The codex-rollout-jsonl converter: OpenAI Codex CLI rollout files -> frames of the core tables.
 
-The flow (reference /work/shared/reference/codex-format.md; docs/asr-tables.md "Codex"):
+The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Codex"):
 1. `lines.read_lines` splits the files; `sql/batch/codex_lines.sql` decodes each line's envelope and
    the payload fields the mapping reads, `sql/batch/codex_blocks.sql` the content blocks
    (`classify.py`: both run over the whole batch in DuckDB, no loop over lines).
