@@ -88,11 +88,15 @@ def is_subagent(meta: dict) -> bool:
     return (isinstance(source, dict) and "subagent" in source) or meta.get("thread_source") == "subagent"
 
 
-def split(files: list[Stream]) -> tuple[list[Stream], list[Stream]]:
-    """Files discovery found, as (Codex rollouts, the others): a rollout becomes a Codex stream."""
+def split(files: list[Stream], heads: dict[str, list]) -> tuple[list[Stream], list[Stream]]:
+    """Files discovery found, as (Codex rollouts, the others): a rollout becomes a Codex stream.
+    `heads`: what Claude Code's discovery read of each file's head (sources/claude_code.py), kept
+    across runs; a file whose head holds a Claude Code sessionId is no rollout, and its first line is
+    not read again."""
     codex, other = [], []
     for f in files:
-        meta = rollout_meta(f.path) if f.path is not None else None
+        claude = (heads.get(f.name) or [None] * 4)[3] is not None
+        meta = rollout_meta(f.path) if f.path is not None and not claude else None
         if meta is None:
             other.append(f)
             continue

@@ -72,7 +72,7 @@ def discover(
         folder = git_folder(imp.root)
         if folder not in found.roots:
             found.roots.append(folder)
-    rollouts, found.files = codex_files.split(found.files)
+    rollouts, found.files = codex_files.split(found.files, found.heads)
     all_units = file_units(found.files) + codex_files.units(rollouts) + [u for imp in imports for u in imp.units]
     event_heads = {}
     if events:  # files of Entire lifecycle events, named with --entire-events

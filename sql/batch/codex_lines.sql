@@ -79,6 +79,7 @@ fields as (
             when payload->>'$.type' = 'custom_tool_call' then to_json(payload->>'$.input')
             when payload->>'$.type' in ('local_shell_call', 'web_search_call') then json(payload -> '$.action')
         end as tool_input,
+        case when enveloped then payload->>'$.status' end as native_status,
         case
             when json_type(payload, '$.output') = 'VARCHAR' then payload->>'$.output'
             when json_type(payload, '$.output') = 'ARRAY' then array_to_string(

@@ -133,7 +133,7 @@ def tool_calls(every: pl.DataFrame) -> pl.DataFrame:
     calls = kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
         call_record_id="record_id", call_position="position", called_at="timestamp", input="tool_input",
-        native_status=pl.col("text").str.json_path_match("$.payload.status"),
+        native_status="native_status",
     ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
     results = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null()).select(
         "session_key", "call_id", result_record_id="record_id", result_position="position", result_at="timestamp",

@@ -95,12 +95,12 @@ def merge(repo: pygit2.Repository, scan: Scan, refs: list[str]) -> None:
             scan.checkpoints.append(v2)
         else:
             _union(repo, v1, v2, sessions)
+    read = {c.checkpoint_id: c for c in scan.checkpoints}
     for (cid, folder), entry in sorted(raw.items()):
         if (cid, folder) not in used:
             loss = SourceLoss("v2_raw_without_main", f"raw transcript files under {entry.location.ref} with no "
                               f"session metadata on {MAIN}: no session to give them to", cid, folder, entry.path)
-            owner = chosen.get(cid) or next((c for c in scan.checkpoints if c.checkpoint_id == cid), None)
-            (owner.losses if owner else scan.unattached).append(loss)
+            (read[cid].losses if cid in read else scan.unattached).append(loss)
     scan.checkpoints.sort(key=lambda c: c.checkpoint_id)
 
 
