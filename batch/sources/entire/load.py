@@ -157,7 +157,7 @@ def native_format_of(session: SessionEntry, transcript: Blob | None) -> str | No
     agent = session.agent
     if agent == "Codex":  # the first line whole: it holds the base instructions, tens of KB
         end = transcript.data.find(b"\n")
-        return codex.FORMAT if codex.meta_of(transcript.data[: end if end >= 0 else None]) is not None else None
+        return NATIVE_AGENTS[agent] if codex.meta_of(transcript.data[: end if end >= 0 else None]) else None
     first = next((line for line in transcript.data[:1 << 16].split(b"\n") if line.strip()), b"")
     if agent is not None:
         return NATIVE_AGENTS.get(agent)
