@@ -1,116 +1,130 @@
 -- codex_lines: one row per non-blank line of a Codex rollout file (formats/codex), its envelope and
--- the payload fields the mapping reads (reference codex-format.md §2 to §9).
+-- the payload fields the mapping reads (reference codex-format.md §2 to §9), with the content blocks
+-- of a message (`content[]`) or reasoning item (`summary[]`) as a list (`blocks`).
 -- reads: codex_input
+-- result: large
 -- Envelope (0.32+): {timestamp, type, payload}; legacy (before 0.32): the first line is the session
 -- meta itself ({id, timestamp, instructions}) and items are bare ({"type": "message", ...}), with
 -- {"record_type": "state"} markers. A line that is not a JSON object is rejected with the reason;
 -- any other kind, payload type or key is kept (kind unknown), never rejected.
-with lines as (
-    select file_idx, line, json_valid(text) as is_json, case when json_valid(text) then text end as json_text
+-- Each line is parsed once (json_transform, the payload's shape in sql/macros/codex_item_shape.sql),
+-- as sql/batch/observations.sql decodes Claude Code's lines: a failed decode (TRY makes it null) is
+-- not JSON; a decoded text whose first character is not `{` is another JSON value (json_valid is
+-- asked of those only). A bare line is decoded a second time with the payload's shape. A field of
+-- another JSON type than its shape's reads as null, or as its JSON text where the shape says VARCHAR
+-- (as `->>` reads it); the line is kept verbatim in records.native whatever it holds.
+with decoded as (
+    select
+        file_idx, line,
+        try(json_transform(text,
+            '{"timestamp": "VARCHAR", "type": "VARCHAR", "id": "VARCHAR", "record_type": "JSON", "payload": '
+            || codex_item_shape() || '}')) as e,
+        starts_with(ltrim(text, ' ' || chr(9) || chr(13)), '{') as is_brace,
+        text,
     from codex_input
 ),
 
 objects as (
     select
-        file_idx, line, is_json,
-        coalesce(json_type(json_text) = 'OBJECT', false) as is_object,
-        json_text,
-    from lines
+        file_idx, line, text,
+        case when e is not null and is_brace then e end as e,
+        e is not null and is_brace as is_object,
+        case when e is not null and is_brace then true else coalesce(json_valid(text), false) end as is_json,
+    from decoded
 ),
 
-envelopes as (
+-- enveloped: the payload is a JSON object. One of its fields read says so; a payload with none of
+-- them (an empty object, or a value of another type) is asked of the text itself.
+enveloped as (
     select
-        file_idx, line, is_json, is_object,
-        case when is_object then json_text end as text,
+        *,
+        case
+            when e.payload is null then false
+            when coalesce(e.payload.type, e.payload.id, e.payload.cwd, e.payload.model, e.payload.message,
+                e.payload.turn_id, e.payload.call_id, e.payload.timestamp, e.payload.text, e.payload.role)
+                is not null then true
+            else coalesce(json_type(text, '$.payload') = 'OBJECT', false)
+        end as enveloped,
     from objects
 ),
 
 kinds as (
     select
-        *,
+        file_idx, line, is_json, is_object, enveloped, e,
         case
-            when text is null then null
-            when json_type(text, '$.payload') = 'OBJECT' and json_type(text, '$.type') = 'VARCHAR'
-                then text->>'$.type'
-            when line = 1 and json_type(text, '$.type') is null and json_type(text, '$.id') = 'VARCHAR'
-                then 'session_meta'
-            when json_type(text, '$.record_type') is not null and json_type(text, '$.type') is null
-                then 'legacy_state'
-            when (text->>'$.type') in ('message', 'reasoning', 'function_call', 'function_call_output',
+            when not is_object then null
+            when enveloped and e.type is not null then e.type
+            when line = 1 and e.type is null and e.id is not null then 'session_meta'
+            when e.record_type is not null and e.type is null then 'legacy_state'
+            when e.type in ('message', 'reasoning', 'function_call', 'function_call_output',
                 'custom_tool_call', 'custom_tool_call_output', 'local_shell_call', 'web_search_call')
-                and json_type(text, '$.payload') is null
+                and e.payload is null
                 then 'response_item'
-            else coalesce(text->>'$.type', 'unknown')
+            else coalesce(e.type, 'unknown')
         end as line_type,
-        json_type(text, '$.payload') = 'OBJECT' as enveloped,
-    from envelopes
-),
-
-payloads as (
-    select
-        *,
-        case when enveloped then text -> '$.payload' when text is not null then text end as payload,
-    from kinds
+        case
+            when enveloped then e.payload
+            when is_object then json_transform(text, codex_item_shape())
+        end as p,
+    from enveloped
 ),
 
 fields as (
     select
         file_idx, line, is_json, is_object, line_type, enveloped,
-        try_cast(coalesce(text->>'$.timestamp', case when line_type = 'session_meta' then payload->>'$.timestamp' end)
-            as timestamptz) as timestamp,
-        payload->>'$.type' as payload_type,
-        payload->>'$.role' as role,
-        payload->>'$.id' as meta_id,
-        payload->>'$.cwd' as cwd,
-        payload->>'$.originator' as originator,
-        payload->>'$.cli_version' as cli_version,
-        payload->>'$.model_provider' as model_provider,
-        payload->>'$.git.branch' as git_branch,
-        payload->>'$.forked_from_id' as forked_from_id,
-        case when line_type = 'turn_context' then payload->>'$.model' end as context_model,
-        case when line_type = 'turn_context' or payload->>'$.type' in ('task_started', 'turn_started')
-            then payload->>'$.turn_id' end as turn_id,
-        payload->>'$.call_id' as call_id,
-        payload->>'$.name' as tool_name,
+        try_cast(coalesce(e.timestamp, case when line_type = 'session_meta' then p.timestamp end) as timestamptz)
+            as timestamp,
+        p.type as payload_type,
+        p.role as role,
+        p.id as meta_id,
+        p.cwd as cwd,
+        p.originator as originator,
+        p.cli_version as cli_version,
+        p.model_provider as model_provider,
+        p.git.branch as git_branch,
+        p.forked_from_id as forked_from_id,
+        case when line_type = 'turn_context' then p.model end as context_model,
+        case when line_type = 'turn_context' or p.type in ('task_started', 'turn_started') then p.turn_id end as turn_id,
+        p.call_id as call_id,
+        p.name as tool_name,
         case
-            when payload->>'$.type' = 'function_call' then
-                case when json_valid(payload->>'$.arguments') then payload->>'$.arguments'
-                    else to_json(payload->>'$.arguments') end
-            when payload->>'$.type' = 'custom_tool_call' then to_json(payload->>'$.input')
-            when payload->>'$.type' in ('local_shell_call', 'web_search_call') then json(payload -> '$.action')
+            when p.type = 'function_call' then
+                case when json_valid(p.arguments) then p.arguments else to_json(p.arguments) end
+            when p.type = 'custom_tool_call' then to_json(p.input)
+            when p.type in ('local_shell_call', 'web_search_call') then json(p.action)
         end as tool_input,
-        case when enveloped then payload->>'$.status' end as native_status,
+        case when enveloped then p.status end as native_status,
         case
-            when json_type(payload, '$.output') = 'VARCHAR' then payload->>'$.output'
-            when json_type(payload, '$.output') = 'ARRAY' then array_to_string(
-                list_filter(json_extract_string(payload, '$.output[*].text'), lambda x: x is not null), '\n')
+            when starts_with(p.output, '"') then p.output ->> '$'
+            when starts_with(p.output, '[') then array_to_string(
+                list_filter(json_extract_string(p.output, '$[*].text'), lambda x: x is not null), '\n')
         end as output_text,
         -- the text an event copy repeats: user_message and agent_message `message`, agent_reasoning `text`
         case
-            when line_type = 'event_msg' and payload->>'$.type' in ('user_message', 'agent_message') then payload->>'$.message'
-            when line_type = 'event_msg' and payload->>'$.type' = 'agent_reasoning' then payload->>'$.text'
+            when line_type = 'event_msg' and p.type in ('user_message', 'agent_message') then p.message
+            when line_type = 'event_msg' and p.type = 'agent_reasoning' then p.text
         end as event_text,
         case
-            when payload->>'$.type' = 'message' then array_to_string(
-                list_filter(json_extract_string(payload, '$.content[*].text'), lambda x: x is not null), '\n')
+            when p.type = 'message' then coalesce(array_to_string(
+                list_filter(list_transform(p.content, lambda b: b.text), lambda x: x is not null), '\n'), '')
         end as item_text,
-        json_extract_string(payload, '$.summary[*].text') as summary_texts,
-        coalesce(json_type(payload, '$.encrypted_content') = 'VARCHAR', false) as has_encrypted,
-        payload->>'$.message' as compacted_text,
+        list_transform(p.summary, lambda b: b.text) as summary_texts,
+        coalesce(starts_with(p.encrypted_content, '"'), false) as has_encrypted,
+        p.message as compacted_text,
+        case p.type when 'message' then p.content when 'reasoning' then p.summary end as blocks,
         -- token_count (§9): the five classic fields of the running total and of the last response
-        json_type(payload, '$.info') = 'OBJECT' as has_info,
-        try_cast(payload->>'$.info.total_token_usage.input_tokens' as bigint) as total_input,
-        try_cast(payload->>'$.info.total_token_usage.cached_input_tokens' as bigint) as total_cached,
-        try_cast(payload->>'$.info.total_token_usage.output_tokens' as bigint) as total_output,
-        try_cast(payload->>'$.info.total_token_usage.reasoning_output_tokens' as bigint) as total_reasoning,
-        try_cast(payload->>'$.info.total_token_usage.total_tokens' as bigint) as total_total,
-        try_cast(payload->>'$.info.last_token_usage.input_tokens' as bigint) as last_input,
-        try_cast(payload->>'$.info.last_token_usage.cached_input_tokens' as bigint) as last_cached,
-        try_cast(payload->>'$.info.last_token_usage.output_tokens' as bigint) as last_output,
-        try_cast(payload->>'$.info.last_token_usage.reasoning_output_tokens' as bigint) as last_reasoning,
-        try_cast(payload->>'$.info.last_token_usage.total_tokens' as bigint) as last_total,
-        try_cast(coalesce(payload->>'$.info.last_token_usage.cache_write_input_tokens',
-            payload->>'$.info.last_token_usage.cache_creation_input_tokens') as bigint) as last_cache_write,
+        try_cast(p.info.total_token_usage.input_tokens as bigint) as total_input,
+        try_cast(p.info.total_token_usage.cached_input_tokens as bigint) as total_cached,
+        try_cast(p.info.total_token_usage.output_tokens as bigint) as total_output,
+        try_cast(p.info.total_token_usage.reasoning_output_tokens as bigint) as total_reasoning,
+        try_cast(p.info.total_token_usage.total_tokens as bigint) as total_total,
+        try_cast(p.info.last_token_usage.input_tokens as bigint) as last_input,
+        try_cast(p.info.last_token_usage.cached_input_tokens as bigint) as last_cached,
+        try_cast(p.info.last_token_usage.output_tokens as bigint) as last_output,
+        try_cast(p.info.last_token_usage.reasoning_output_tokens as bigint) as last_reasoning,
+        try_cast(p.info.last_token_usage.total_tokens as bigint) as last_total,
+        try_cast(coalesce(p.info.last_token_usage.cache_write_input_tokens,
+            p.info.last_token_usage.cache_creation_input_tokens) as bigint) as last_cache_write,
         case
             when not is_json then 'invalid_json'
             when not is_object then 'not_an_object'
@@ -119,7 +133,7 @@ fields as (
             when not is_json then 'not valid JSON'
             when not is_object then 'a JSON value that is not an object'
         end as detail,
-    from payloads
+    from kinds
 ),
 
 -- §9.6: a response is one distinct (total_token_usage, last_token_usage) pair of the five classic
@@ -128,7 +142,7 @@ fields as (
 keyed as (
     select
         *,
-        case when line_type = 'event_msg' and payload_type = 'token_count' and has_info
+        case when line_type = 'event_msg' and payload_type = 'token_count'
                 and total_input is not null and total_cached is not null and total_output is not null
                 and total_reasoning is not null and total_total is not null and last_input is not null
                 and last_cached is not null and last_output is not null and last_reasoning is not null

@@ -11,7 +11,10 @@
 -- The aggregate cache_write_tokens is what was written; the 1h split (cache_write_1h_tokens)
 -- says how much of it had the 1h TTL, the rest is priced at the 5m rate.
 -- A token count that is not reported adds nothing; is_cost_lower_bound says when that happened
--- or when usage_complete is false (the output count is a streaming placeholder).
+-- or when usage_complete is false (the output count is a streaming placeholder). Cache writes
+-- not reported lower the bound only where the price charges them (not 0 in both write columns),
+-- or where there is no price: OpenAI's models before GPT-5.6 bill none (data/pricing.csv: 0), and
+-- Codex reports cache writes only where they are billed.
 -- project: the working directory of the stream's main session (root_session_key), else its own.
 -- agent: sessions.agent of the inference's stream (claude-code, codex); null when the stream has no
 -- sessions row.
@@ -109,7 +112,8 @@ final as (
             or input_uncached_tokens is null
             or output_total_tokens is null
             or cache_read_tokens is null
-            or cache_write_tokens is null as is_cost_lower_bound,
+            or (cache_write_tokens is null and (price_effective_date is null
+                or cache_write_5m_usd_per_mtok <> 0 or cache_write_1h_usd_per_mtok <> 0)) as is_cost_lower_bound,
     from priced
 )
 

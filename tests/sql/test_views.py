@@ -470,14 +470,16 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     prices: dict[str, list[dict]] = {}
     for row in csv.DictReader(PRICING_CSV.read_text().splitlines()):
         prices.setdefault(row["model"], []).append(row)
-    effective, costs = [], []
+    effective, costs, charges_writes = [], [], []
     for i in located.iter_rows(named=True):
         in_force = [p for p in prices.get(i["model"], []) if date.fromisoformat(p["effective_date"]) <= i["day"]]
         if not in_force:  # no price that day: unknown, never 0
             effective.append(None)
             costs.append(None)
+            charges_writes.append(True)
             continue
         p = max(in_force, key=lambda p: p["effective_date"])
+        charges_writes.append(float(p["cache_write_5m_usd_per_mtok"]) != 0 or float(p["cache_write_1h_usd_per_mtok"]) != 0)
         n = {k: i[k] or 0 for k in ("input_uncached_tokens", "output_total_tokens", "cache_read_tokens",
                                     "cache_write_tokens", "cache_write_1h_tokens")}
         # the 1h writes at the 1h price, the rest of the aggregate at the 5m price
@@ -492,12 +494,14 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return located.with_columns(
         price_effective_date=pl.Series(effective, dtype=pl.Date),
         cost_usd=pl.Series(costs, dtype=pl.Float64),
+        charges_writes=pl.Series(charges_writes, dtype=pl.Boolean),
     ).with_columns(
         is_priced=pl.col("price_effective_date").is_not_null(),
-        # a placeholder output or a count not reported: the cost is at least this
+        # a placeholder output or a count not reported: the cost is at least this (cache writes not
+        # reported only where the price in force charges them, or where there is none)
         is_cost_lower_bound=~pl.col("usage_complete") | pl.any_horizontal(
-            pl.col("input_uncached_tokens", "output_total_tokens", "cache_read_tokens", "cache_write_tokens").is_null()
-        ),
+            pl.col("input_uncached_tokens", "output_total_tokens", "cache_read_tokens").is_null()
+        ) | (pl.col("cache_write_tokens").is_null() & pl.col("charges_writes")),
     )
 
 
@@ -820,8 +824,8 @@ def test_views_group_claude_code_and_codex_apart(two_agents: Path):
     assert len(CODEX_ROLLOUTS) == 5
     t = read_tables(two_agents)
     prices = list(csv.DictReader(PRICING_CSV.read_text().splitlines()))
-    # Codex models have no price yet: they must be unpriced, never $0
-    assert not any(p["model"].startswith("gpt-") for p in prices)
+    # the real rollouts' two models have a price (gpt-5.6-luna, of the composite file only, has none)
+    assert {p["model"] for p in prices if p["model"].startswith("gpt-")} == {"gpt-5.1-codex", "gpt-5.3-codex"}
 
     def priced(model: str, day: date) -> bool:
         return any(p["model"] == model and date.fromisoformat(p["effective_date"]) <= day for p in prices)
@@ -860,8 +864,22 @@ def test_views_group_claude_code_and_codex_apart(two_agents: Path):
         # a day without a price has no cost, never 0; a priced day has one
         assert by_day.filter(pl.col("unpriced_inferences") > 0)["cost_usd"].null_count() == by_day.filter(
             pl.col("unpriced_inferences") == pl.col("inferences")).height
-        assert by_day.filter(pl.col("agent") == CODEX)["cost_usd"].is_null().all()
         assert (by_day.filter(pl.col("unpriced_inferences") == 0)["cost_usd"] > 0).all()
+        # a Codex day's cost: uncached input (its input count less the cache reads), cache reads and
+        # output at the price of data/pricing.csv, OpenAI billing no cache writes for these models
+        rate = {p["model"]: p for p in prices}
+        expected = {}
+        for m, d, inp, cached, out in inf.filter((pl.col("agent") == CODEX) & pl.col("is_priced")).select(
+                "model", "day", "input_total_tokens", "cache_read_tokens", "output_total_tokens").iter_rows():
+            p = rate[m]
+            usd = ((inp - cached) * float(p["input_usd_per_mtok"]) + cached * float(p["cache_read_usd_per_mtok"])
+                   + out * float(p["output_usd_per_mtok"])) / 1e6
+            expected[(d, m)] = expected.get((d, m), 0.0) + usd
+        got = {(d, m): c for d, m, c in by_day.filter((pl.col("agent") == CODEX) & pl.col("cost_usd").is_not_null())
+               .select("day", "model", "cost_usd").iter_rows()}
+        assert got.keys() == expected.keys() and len(got) >= 2
+        for key, usd in expected.items():
+            assert got[key] == pytest.approx(usd, rel=1e-9), key
 
         completeness = view("select agent, model, inferences, incomplete_inferences, output_total_tokens, cost_usd "
                             "from usage_completeness")
@@ -870,16 +888,22 @@ def test_views_group_claude_code_and_codex_apart(two_agents: Path):
             output_total_tokens=total("output_total_tokens"),
         ).sort("inferences", "agent", "model", descending=[True, False, False]))
         assert set(completeness["agent"]) == {CC, CODEX}
-        assert completeness.filter(pl.col("agent") == CODEX)["cost_usd"].is_null().all()
+        codex_costs = dict(completeness.filter(pl.col("agent") == CODEX).select("model", "cost_usd").iter_rows())
+        assert sorted(codex_costs) == ["gpt-5.1-codex", "gpt-5.3-codex"] and min(codex_costs.values()) > 0
+        # the cost of a Codex response with a final usage report is exact: the cache writes Codex does
+        # not report are not billed for these models
+        flags = view("select usage_complete, is_cost_lower_bound, cache_write_tokens from inference_costs "
+                     "where agent = 'codex'")
+        assert flags["cache_write_tokens"].is_null().all()
+        assert flags["is_cost_lower_bound"].to_list() == (~flags["usage_complete"]).to_list()
 
         missing = view("select agent, model, inferences, total_tokens, output_total_tokens, first_day, last_day "
                        "from unpriced_models")
         same(missing, inf.filter(unpriced).group_by("agent", "model").agg(
             inferences=pl.len(), first_day=pl.col("day").min(), last_day=pl.col("day").max(), **sums,
         ).sort("inferences", "agent", "model", descending=[True, False, False]))
-        # every Codex model, and the Claude Code response before its model's first price
-        assert set(missing["agent"]) == {CC, CODEX}
-        assert set(missing.filter(pl.col("agent") == CODEX)["model"]) == set(inf.filter(pl.col("agent") == CODEX)["model"])
+        # only the Claude Code response before its model's first price: the real rollouts' models are priced
+        assert set(missing["agent"]) == {CC}
         assert missing.filter(pl.col("agent") == CC)["model"].to_list() == ["claude-opus-4-7"]
 
         # Codex's input count includes its cache reads: the ratio is over it, not over a sum of parts

@@ -1,9 +1,9 @@
 """The codex-rollout-jsonl converter: OpenAI Codex CLI rollout files -> frames of the core tables.
 
 The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Codex"):
-1. `lines.read_lines` splits the files; `sql/batch/codex_lines.sql` decodes each line's envelope and
-   the payload fields the mapping reads, `sql/batch/codex_blocks.sql` the content blocks
-   (`classify.py`: both run over the whole batch in DuckDB, no loop over lines).
+1. `lines.read_lines` splits the files; `sql/batch/codex_lines.sql` decodes each line once into its
+   envelope, the payload fields the mapping reads and its content blocks (over the whole batch in
+   DuckDB, no loop over lines); `converter._blocks` lists the blocks, one row each.
 2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
    event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject.
 3. `tables.py` builds records, parts, source_lines, rejects, tool_calls and the work tables the

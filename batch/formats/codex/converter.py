@@ -30,9 +30,10 @@ def convert(
     sql.register(con, "codex_input", lines.select("file_idx", "line", text=pl.when(~too_long).then("text")))
     try:
         decoded = sql.frame(con, "codex_lines")
-        blocks = sql.frame(con, "codex_blocks")
     finally:
         con.unregister("codex_input")
+    blocks = _blocks(decoded)
+    decoded = decoded.drop("blocks")
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "source_file": [s.name for s in streams],
          "session_key": [s.session_key for s in streams]},
@@ -65,6 +66,23 @@ def convert(
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None
     ])
+
+
+def _blocks(decoded: pl.DataFrame) -> pl.DataFrame:
+    """One row per content block of a message item (`content[]`) and per summary entry of a reasoning
+    item (`summary[]`): the parts of their records, with the native path of each."""
+    items = decoded.filter(pl.col("blocks").is_not_null()).select(
+        "file_idx", "line", "blocks", item_type="payload_type",
+        block_index=pl.int_ranges(pl.col("blocks").list.len(), dtype=pl.Int64),
+        path=pl.when(pl.col("enveloped")).then(pl.lit("$.payload")).otherwise(pl.lit("$"))
+        + pl.when(pl.col("payload_type") == "message").then(pl.lit(".content[")).otherwise(pl.lit(".summary[")),
+    )
+    return items.explode("blocks", "block_index").filter(pl.col("block_index").is_not_null()).select(
+        "file_idx", "line", "block_index", "item_type",
+        block_type=pl.col("blocks").struct.field("type"), text=pl.col("blocks").struct.field("text"),
+        image_url=pl.col("blocks").struct.field("image_url"),
+        native_path=pl.col("path") + pl.col("block_index").cast(pl.String) + "]",
+    )
 
 
 def _inputs(streams: list[Stream], read, lines: pl.DataFrame, every: pl.DataFrame) -> list[dict]:
