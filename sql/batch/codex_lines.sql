@@ -136,9 +136,21 @@ fields as (
     from kinds
 ),
 
+-- the thread a line was written in: the id of the latest session_meta before it. A fork or forked
+-- subagent file replays its parent's lines after a copy of the parent's session_meta (reference
+-- §10), so a replayed token_count has the parent's thread in both files.
+threaded as (
+    select
+        *,
+        last_value(case when line_type = 'session_meta' then meta_id end ignore nulls)
+            over (partition by file_idx order by line rows between unbounded preceding and current row) as thread,
+    from fields
+),
+
 -- §9.6: a response is one distinct (total_token_usage, last_token_usage) pair of the five classic
--- fields each; its ID is derived from the pair, so that a copy in a fork or a subagent file (or a
--- re-emit) is the same inference wherever it is read
+-- fields each, within its thread; its ID is derived from both, so that a copy in a fork or a
+-- subagent file (or a re-emit) is the same inference wherever it is read, and two sessions whose
+-- responses happen to have the same counts (the first response of two runs of one prompt) are not
 keyed as (
     select
         *,
@@ -147,10 +159,10 @@ keyed as (
                 and total_reasoning is not null and total_total is not null and last_input is not null
                 and last_cached is not null and last_output is not null and last_reasoning is not null
                 and last_total is not null
-            then concat_ws(',', total_input, total_cached, total_output, total_reasoning, total_total,
-                last_input, last_cached, last_output, last_reasoning, last_total)
+            then concat_ws(',', coalesce(thread, ''), total_input, total_cached, total_output, total_reasoning,
+                total_total, last_input, last_cached, last_output, last_reasoning, last_total)
         end as usage_key,
-    from fields
+    from threaded
 )
 
 select

@@ -281,6 +281,24 @@ def test_a_forks_replayed_usage_is_counted_once_for_the_parent(tmp_path):
     assert one(t["sessions"], session_key=cid)["forked_from_session_id"] == pid
 
 
+def test_two_sessions_with_the_same_counts_keep_their_own_responses(tmp_path):
+    # two runs of one prompt can report the same token counts: the same file under another session ID
+    # (every line but its ID as written) is another session with as many responses of its own
+    pid = session_id(TINY)
+    other = "019c8a00-0000-7000-8000-0000000000aa"
+    src = tmp_path / "sessions"
+    src.mkdir()
+    shutil.copy(TINY, src / TINY.name)
+    (src / TINY.name.replace(pid, other)).write_text(TINY.read_text(encoding="utf-8").replace(pid, other))
+    batch.convert([src], tmp_path / "out")
+    inf = read_tables(tmp_path / "out")["inferences"]
+    n = len(responses(TINY))
+    assert n >= 1
+    assert rows(inf, session_key=pid).height == n and rows(inf, session_key=other).height == n
+    assert set(inf["observation_count"]) == {1}
+    assert inf["inference_id"].n_unique() == 2 * n
+
+
 def test_the_manifest_says_how_codex_usage_is_selected(tables):
     report = tables["manifest"]["export_report"]
     versions = sorted({load(p)[0]["payload"]["cli_version"] for p in [*REAL, COMPOSITE]})  # each file's first line
