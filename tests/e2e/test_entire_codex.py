@@ -73,3 +73,52 @@ def test_every_line_is_accounted_for_and_usage_is_the_rule(converted):
     assert inferences["output_reasoning_tokens"].sum() == sum(r["reasoning_output_tokens"] for r in expected)
     # per-call usage converted: the checkpoint's token_usage is no usage summary
     assert not tables["usage_summaries"].filter(pl.col("session_key") == sid).height
+
+
+def test_a_session_held_as_a_file_and_by_a_checkpoint_is_one_session(converted, tmp_path):
+    """The rollout in ~/.codex/sessions and its redacted copy in the checkpoint: one session, its
+    records from the file (full), every line of the copy a duplicate of the record at its position."""
+    sid, full, _ = converted
+    work = init(tmp_path / "work")
+    commit(work, "refs/heads/entire/checkpoints/v1", {
+        f"{CID[:2]}/{CID[2:]}/metadata.json": root_meta(CID, ["0"], base=f"{CID[:2]}/{CID[2:]}"),
+        f"{CID[:2]}/{CID[2:]}/0/metadata.json": meta(session_id=sid, checkpoint_id=CID, agent="Codex",
+                                                     created_at="2026-02-23T20:40:00Z"),
+        f"{CID[:2]}/{CID[2:]}/0/full.jsonl": full,
+        f"{CID[:2]}/{CID[2:]}/0/content_hash.txt": sha256(full).encode(),
+    }, f"Checkpoint: {CID}")
+    day = tmp_path / "sessions" / "2026" / "02" / "23"
+    day.mkdir(parents=True)
+    (day / ROLLOUT.name).write_bytes(ROLLOUT.read_bytes())
+    copy = f"work/{CID}/0/full.jsonl"
+    own = f"sessions/2026/02/23/{ROLLOUT.name}"
+    objects = [json.loads(line) for line in ROLLOUT.read_text(encoding="utf-8").splitlines() if line.strip()]
+    outputs = []
+    for order, batch_bytes in (([tmp_path / "sessions", work], None), ([work, tmp_path / "sessions"], 1)):
+        out = tmp_path / f"out-{len(outputs)}"
+        batch.convert(order, out, **({"batch_bytes": batch_bytes} if batch_bytes else {}))
+        t = read_tables(out)
+        (row,) = t["sessions"].filter(pl.col("session_key") == sid).to_dicts()
+        assert row["content_level"] == "full"
+        assert row["source_files"] == sorted([own, copy])
+        assert json.loads(row["meta"])["io.entire/checkpoint"] == CID
+        lines = t["source_lines"].filter(pl.col("session_key") == sid)
+        assert lines.filter(pl.col("source_file") == own).height == len(objects)
+        copied = lines.filter(pl.col("source_file") == copy).sort("line")
+        assert copied.height == len(objects)
+        assert set(copied["status"]) == {"duplicate"} and set(copied["reason"]) == {"stream_copy"}
+        # each copied line points at the record its position holds in the file
+        kept = lines.filter(pl.col("source_file") == own).sort("line")
+        assert copied["record_id"].to_list() == kept["record_id"].to_list()
+        records = t["records"].filter(pl.col("session_key") == sid)
+        assert records.height == kept.filter(pl.col("status") == "mapped").height
+        assert records["record_id"].n_unique() == records.height
+        # the records are the file's lines, not the redacted copy's
+        assert records.filter(pl.col("native").str.contains("encrypted_content")).height == sum(
+            1 for o in objects if "encrypted_content" in json.dumps(o))
+        inferences = t["inferences"].filter(pl.col("session_key") == sid)
+        assert inferences.height == len(codex_responses(objects))
+        outputs.append({name: t[name].drop(c for c in ("source_last_read_at",) if c in t[name].columns)
+                        .sort(pl.all()) for name in ("sessions", "records", "inferences", "source_lines")})
+    for name in outputs[0]:
+        assert outputs[0][name].equals(outputs[1][name]), name

@@ -10,6 +10,10 @@ writes it (agent_message and agent_reasoning before their item, user_message aft
 that pairs with no item is a record of its own.
 A token_count whose usage pair an earlier token_count of the file has (a re-emit, §9.3) is a
 duplicate of that one's record.
+One session can be read from two copies of its rollout: the file and the copy an Entire checkpoint
+holds (a prefix of it, redacted). One copy is kept (`stream_rank` 0: full before redacted, then the
+longer, then by name); a line of another copy at a position the kept copy holds is a duplicate of the
+record there (reason `stream_copy`), and its lines past the kept copy's end are records.
 """
 
 from __future__ import annotations
@@ -52,7 +56,30 @@ def lines(frame: pl.DataFrame) -> pl.DataFrame:
         record_id=pl.when(pl.col("is_record")).then("own_id")
         .otherwise(pl.coalesce("copy_of", "repeat_of")),
     )
-    return _kinds(frame)
+    return _kinds(_stream_copies(frame))
+
+
+def _stream_copies(frame: pl.DataFrame) -> pl.DataFrame:
+    """stream_rank of each line's copy of its session; a line of a copy that is not kept, at a
+    position the kept copy holds, becomes a duplicate of the kept line's record."""
+    ranks = (
+        frame.group_by("file_idx").agg(pl.first("session_key"), pl.first("content_level"), pl.first("source_file"),
+                                       n=pl.len())
+        .sort(pl.col("content_level") != "full", pl.col("n"), "source_file", descending=[False, True, False])
+        .select("file_idx", stream_rank=pl.int_range(pl.len()).over("session_key"))
+    )
+    frame = frame.join(ranks, on="file_idx", how="left", maintain_order="left")
+    if frame["stream_rank"].max() == 0:
+        return frame
+    kept = frame.filter(pl.col("stream_rank") == 0).select("session_key", "line", _kept_record="record_id")
+    frame = frame.join(kept, on=["session_key", "line"], how="left", maintain_order="left")
+    copy = (pl.col("stream_rank") > 0) & pl.col("_kept_record").is_not_null()
+    return frame.with_columns(
+        is_record=pl.col("is_record") & ~copy,
+        status=pl.when(copy).then(pl.lit("duplicate")).otherwise("status"),
+        reason=pl.when(copy).then(pl.lit("stream_copy")).otherwise("reason"),
+        record_id=pl.when(copy).then("_kept_record").otherwise("record_id"),
+    ).drop("_kept_record")
 
 
 def _item_kind() -> pl.Expr:

@@ -36,8 +36,8 @@ def convert(
     decoded = decoded.drop("blocks")
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "source_file": [s.name for s in streams],
-         "session_key": [s.session_key for s in streams]},
-        schema={"file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String},
+         "session_key": [s.session_key for s in streams], "content_level": [s.content_level for s in streams]},
+        schema={"file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "content_level": pl.String},
     )
     every = classify.lines(
         lines.select("file_idx", "line", "byte_offset", "byte_length", "text", "raw")

@@ -174,7 +174,8 @@ def inference_candidates(every: pl.DataFrame) -> pl.DataFrame:
 
 
 def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
-    """One row per file: what its first session_meta says (§3), with its records' span."""
+    """One row per session: what the first session_meta of its kept copy says (§3), with its records'
+    span; a session read from two copies (a file and an Entire checkpoint's) names both files."""
     meta = (
         every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
         .select("file_idx", "cwd", "originator", "cli_version", "model_provider", "git_branch", "forked_from_id",
@@ -186,6 +187,7 @@ def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
         record_count=pl.col("is_record").sum().cast(pl.Int64), line_count=pl.len().cast(pl.Int64),
         cwds=pl.col("cwd").drop_nulls().unique(maintain_order=True),
         versions=pl.col("cli_version").filter(pl.col("line_type") == "session_meta").first().implode(),
+        stream_rank=pl.col("stream_rank").first(),
     )
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "session_key": [s.session_key for s in streams],
@@ -196,7 +198,17 @@ def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
                 "parent_session_id": pl.String, "source_files": pl.List(pl.String), "content_level": pl.String,
                 "stream_meta": pl.String},
     )
-    frame = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").select(
+    per_file = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").sort("session_key", "stream_rank")
+    merged = per_file.group_by("session_key", maintain_order=True).agg(
+        pl.all().exclude("source_files", "record_count", "line_count", "started_at", "ended_at", "cwds", "stream_meta")
+        .first(),
+        source_files=pl.col("source_files").list.explode(keep_nulls=False, empty_as_null=False).sort(),
+        record_count=pl.col("record_count").sum(), line_count=pl.col("line_count").sum(),
+        started_at=pl.col("started_at").min(), ended_at=pl.col("ended_at").max(),
+        cwds=pl.col("cwds").list.explode(keep_nulls=False, empty_as_null=False).unique(maintain_order=True),
+        stream_meta=pl.col("stream_meta").drop_nulls().first(),
+    )
+    frame = merged.select(
         "session_key", session_id="session_key", stream_kind="stream_kind", parent_session_id="parent_session_id",
         agent=pl.lit(AGENT), producer_method=pl.lit("converter"), producer_source=pl.lit(FORMAT),
         content_level="content_level",  # redacted for a copy an Entire checkpoint holds
