@@ -286,10 +286,13 @@ LINEAGE = Table(
         _c("evidence", STR, "native_field (the sidecar toolUseId and the parent's result naming the agentId name one "
            "call, as the registry entry requires), native_field_partial (one of the two, or two that disagree), "
            "progress_field (agent_progress lines only), content_match (an inline sidechain matched to its Task call "
-           "by prompt), or native_structure (an Entire checkpoint's tasks/<tool use id>/ subagent); all but "
-           "native_field and native_structure come with a lineage loss"),
+           "by prompt), or native_structure (an Entire checkpoint's tasks/<tool use id>/ subagent); for a Codex "
+           "subagent thread, native_field when the call naming it is in the session its session_meta names as "
+           "parent thread, else native_field_partial; all but native_field and native_structure come with a "
+           "lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
-           "progress.agentId, tool_use.prompt, entire.previous_session_id"),
+           "progress.agentId, tool_use.prompt, entire.previous_session_id, spawn_agent.agent_id, "
+           "collab_agent_spawn_end.new_thread_id, session_meta.forked_from_id"),
         _c("reason", STR, "for continues: why the session continues the other; other for Entire's previous_session_id, "
            "which does not say; null for the other relations"),
     ),

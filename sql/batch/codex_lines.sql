@@ -111,6 +111,9 @@ fields as (
         list_transform(p.summary, lambda b: b.text) as summary_texts,
         coalesce(starts_with(p.encrypted_content, '"'), false) as has_encrypted,
         p.message as compacted_text,
+        -- a subagent thread the line says this one spawned (extended event_msg, reference §10)
+        case when line_type = 'event_msg' and p.type = 'collab_agent_spawn_end' then p.new_thread_id end
+            as spawned_thread,
         case p.type when 'message' then p.content when 'reasoning' then p.summary end as blocks,
         -- token_count (§9): the five classic fields of the running total and of the last response
         try_cast(p.info.total_token_usage.input_tokens as bigint) as total_input,

@@ -5,7 +5,11 @@
 -- name the same call (registry entry, Lineage); native_field_partial with one of the two (or two
 -- that disagree), progress_field with agent_progress lines only, content_match for an inline 1.0.x
 -- sidechain matched by prompt text. A subagent of an Entire
--- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). losses.sql declares the lineage loss for all but native_field.
+-- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). A
+-- Codex subagent thread is spawned by the call whose output (spawn_agent agent_id) or end event
+-- (collab_agent_spawn_end new_thread_id) names it: native_field when the thread's own session_meta
+-- names the session of that call as its parent thread, native_field_partial otherwise.
+-- losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId. continues: an Entire
 -- lifecycle event's previous_session_id (companion: reason other, evidence native_field).
@@ -17,6 +21,10 @@ with evidence as (
 streams as (
     -- a session with a transcript and lifecycle events has two rows there
     select distinct session_key, stream_kind from session_streams
+),
+
+parents as (
+    select session_key, min(parent_session_id) as parent_session_id from session_streams group by session_key
 ),
 
 calls as (
@@ -42,6 +50,7 @@ spawned as (
         bool_or(source in ('sidecar.toolUseId', 'tool_result.agentId')) as has_one_entry_field,
         bool_or(source = 'progress.agentId') as has_progress,
         bool_or(source = 'entire.tasks') as has_structure,
+        bool_or(source in ('spawn_agent.agent_id', 'collab_agent_spawn_end.new_thread_id')) as has_thread_call,
         min(parent_session_key) as reported_parent,
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,
@@ -64,6 +73,8 @@ spawned_edges as (
             -- an Entire tasks/<tool use id>/ folder: the tree structure names the call
             when p.has_structure then 'native_structure'
             when p.has_entry_evidence then 'native_field'
+            when p.has_thread_call and c.session_key = t.parent_session_id then 'native_field'
+            when p.has_thread_call then 'native_field_partial'
             when p.has_one_entry_field then 'native_field_partial'
             when p.has_progress then 'progress_field'
             else 'content_match'
@@ -72,6 +83,7 @@ spawned_edges as (
         cast(null as varchar) as reason,
     from spawned as p
     join streams as s using (session_key)
+    left join parents as t using (session_key)
     left join calls as c using (call_id)
 ),
 

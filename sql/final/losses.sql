@@ -113,7 +113,11 @@ final as (
     select
         s.session_key,
         'lineage',
-        case l.evidence
+        case
+            when l.evidence = 'native_field_partial' and l.evidence_detail similar to '.*(spawn_agent|collab_agent_spawn_end).*'
+                then 'the call that names this Codex subagent thread is not in the session its session_meta names '
+                    || 'as its parent thread: lineage.evidence native_field_partial'
+            else case l.evidence
             when 'native_field_partial' then 'only one of the two native fields the registry entry names (the '
                 || 'sidecar toolUseId, the parent tool result naming the agentId) ties this subagent to its '
                 || 'spawning call, or they disagree: lineage.evidence native_field_partial'
@@ -122,10 +126,11 @@ final as (
             when 'content_match' then 'the spawning call is matched by prompt text only, which is not the registry '
                 || 'entry''s evidence: lineage.evidence content_match'
             else 'no native field names the tool call that spawned this subagent'
-        end,
+        end end,
         cast(null as bigint),
     from streams as s
-    left join (select session_key, evidence from lineage where relation = 'spawned_by') as l using (session_key)
+    left join (select session_key, evidence, evidence_detail from lineage where relation = 'spawned_by') as l
+        using (session_key)
     -- native_structure: an Entire tasks/<tool use id>/ folder names the call (companion, Prefer the native transcript)
     where s.stream_kind <> 'main' and coalesce(l.evidence not in ('native_field', 'native_structure'), true)
 

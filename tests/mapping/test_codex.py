@@ -299,6 +299,50 @@ def test_two_sessions_with_the_same_counts_keep_their_own_responses(tmp_path):
     assert inf["inference_id"].n_unique() == 2 * n
 
 
+def spawned(parent: list[dict], child_id: str, *, output: bool, event: bool) -> list[dict]:
+    """The parent's lines with a spawn_agent call naming `child_id` in its output and/or its end event
+    (reference §10), authored: no fixture spawns a thread."""
+    ts = parent[-1]["timestamp"]
+    call = {"timestamp": ts, "type": "response_item", "payload": {
+        "type": "function_call", "name": "spawn_agent", "arguments": json.dumps({"message": "look"}),
+        "call_id": "call_spawn_1"}}
+    lines = [*parent, call]
+    if event:
+        lines.append({"timestamp": ts, "type": "event_msg", "payload": {
+            "type": "collab_agent_spawn_end", "call_id": "call_spawn_1", "new_thread_id": child_id}})
+    lines.append({"timestamp": ts, "type": "response_item", "payload": {
+        "type": "function_call_output", "call_id": "call_spawn_1",
+        "output": json.dumps({"agent_id": child_id, "nickname": "Scout"}) if output else "spawned"}})
+    return lines
+
+
+@pytest.mark.parametrize("output,event", [(True, False), (False, True), (True, True)])
+def test_a_subagent_thread_is_spawned_by_the_call_that_names_it(tmp_path, output, event):
+    parent = load(TINY)
+    pid = parent[0]["payload"]["id"]
+    cid = "019c8a00-0000-7000-8000-0000000000cc"
+    other = "019c8a00-0000-7000-8000-0000000000dd"  # a subagent whose parent names no call
+    src = tmp_path / "sessions"
+    src.mkdir()
+    (src / TINY.name).write_text("".join(json.dumps(o) + "\n" for o in spawned(parent, cid, output=output, event=event)))
+    for child in (cid, other):
+        meta = {**parent[0], "payload": {**parent[0]["payload"], "id": child, "source": {
+            "subagent": {"thread_spawn": {"parent_thread_id": pid, "depth": 1, "agent_nickname": "Scout"}}}}}
+        (src / f"rollout-2026-02-23T13-30-00-{child}.jsonl").write_text(json.dumps(meta) + "\n")
+    batch.convert([src], tmp_path / "out")
+    t = read_tables(tmp_path / "out")
+    edge = one(t["lineage"], session_key=cid)
+    assert (edge["relation"], edge["parent_session_key"], edge["call_id"], edge["evidence"]) == (
+        "spawned_by", pid, "call_spawn_1", "native_field")
+    expected = {"spawn_agent.agent_id"} if output else set()
+    expected |= {"collab_agent_spawn_end.new_thread_id"} if event else set()
+    assert set(edge["evidence_detail"].split(",")) == expected
+    assert edge["call_record_id"] == one(t["tool_calls"], call_id="call_spawn_1")["call_record_id"]
+    assert one(t["sessions"], session_key=cid)["parent_session_key"] == pid
+    lineage_losses = t["losses"].filter(pl.col("category") == "lineage")
+    assert lineage_losses["session_key"].to_list() == [other]
+
+
 def test_the_manifest_says_how_codex_usage_is_selected(tables):
     report = tables["manifest"]["export_report"]
     versions = sorted({load(p)[0]["payload"]["cli_version"] for p in [*REAL, COMPOSITE]})  # each file's first line

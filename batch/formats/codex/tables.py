@@ -238,13 +238,30 @@ def _meta(row: dict) -> str | None:
 
 
 def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
-    """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10)."""
+    """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10). A
+    spawning thread names the subagent thread it started, with the call: the output of a
+    `spawn_agent` call (`{"agent_id": ...}`) or a `collab_agent_spawn_end` event (`new_thread_id`).
+    The parent is the thread the line was written in (a forked child's replay of its parent's lines
+    names the parent, not the child)."""
     first = every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
-    frame = first.filter(pl.col("forked_from_id").is_not_null()).select(
+    forks = first.filter(pl.col("forked_from_id").is_not_null()).select(
         child_session_key="session_key", relation=pl.lit("forked_from"), parent_session_key="forked_from_id",
         source=pl.lit("session_meta.forked_from_id"),
-    ).unique(maintain_order=True)
-    return shaped(frame, WORK_SCHEMAS["lineage_evidence"])
+    )
+    ok = every.filter(pl.col("ok"))
+    parent = pl.coalesce("thread", "session_key")
+    events = ok.filter(pl.col("spawned_thread").is_not_null()).select(
+        child_session_key="spawned_thread", relation=pl.lit("spawned_by"), parent_session_key=parent,
+        call_id="call_id", source=pl.lit("collab_agent_spawn_end.new_thread_id"),
+    )
+    calls = ok.filter((pl.col("payload_type") == "function_call") & (pl.col("tool_name") == "spawn_agent")).select(
+        "file_idx", "call_id").unique()
+    outputs = ok.filter(pl.col("payload_type") == "function_call_output").join(calls, on=["file_idx", "call_id"]).select(
+        child_session_key=pl.col("output_text").str.json_path_match("$.agent_id"), relation=pl.lit("spawned_by"),
+        parent_session_key=parent, call_id="call_id", source=pl.lit("spawn_agent.agent_id"),
+    ).filter(pl.col("child_session_key").is_not_null())
+    frame = pl.concat([shaped(f, WORK_SCHEMAS["lineage_evidence"]) for f in (forks, events, outputs)])
+    return frame.unique(maintain_order=True)
 
 
 def source_losses(every: pl.DataFrame) -> pl.DataFrame:
