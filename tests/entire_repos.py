@@ -235,7 +235,7 @@ def claude_lines(sid: str, texts: list[str]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def v2_root(cid: str, folders: list[str]) -> bytes:
+def v2_root_meta(cid: str, folders: list[str]) -> bytes:
     """A v2 checkpoint summary: sessions[] names the compact transcript and its hash (§9.3)."""
     base = f"/{cid[:2]}/{cid[2:]}"
     sessions = [{"metadata": f"{base}/{f}/metadata.json", "transcript": f"{base}/{f}/transcript.jsonl",
@@ -244,6 +244,18 @@ def v2_root(cid: str, folders: list[str]) -> bytes:
     return meta(cli_version="0.6.1", checkpoint_id=cid, strategy="manual-commit", checkpoints_count=1,
                 sessions=sessions)
 
+
+# V2_DUAL's session metadata (§9.6 rule 5): SA in both layouts, SB in v2 only; v1's summary counts SA alone
+V2_DUAL_SESSIONS = {
+    SA: {"checkpoints_count": 2, "files_touched": ["src/shared.py", "src/a.py"],
+         "token_usage": {"input_tokens": 120, "cache_creation_tokens": 40, "cache_read_tokens": 3000,
+                         "output_tokens": 75, "api_call_count": 4}},
+    SB: {"checkpoints_count": 3, "files_touched": ["src/b.py", "src/shared.py"], "kind": "agent_review",
+         "token_usage": {"input_tokens": 9, "cache_creation_tokens": 0, "cache_read_tokens": 500,
+                         "output_tokens": 31, "api_call_count": 2}},
+}
+V2_DUAL_ATTRIBUTION = {"agent_lines": 12, "human_added": 3, "total_committed": 15, "agent_percentage": 80,
+                       "metric_version": 2}  # on v2's summary only
 
 V2_RAW = {
     # a session in both layouts, its raw bytes differing (the hashes differ: a declared loss, v1 read)
@@ -260,17 +272,27 @@ V2_RAW = {
 def build_v2(base: Path) -> Path:
     """A working tree with a v1 branch, Entire's v2 refs and a code commit naming a v2-only checkpoint.
 
-    - V2_DUAL: on v1 with session SA; on v2 with SA (other raw bytes) and SB (v2 only): layout v1+v2.
+    - V2_DUAL: on v1 with session SA; on v2 with SA (other raw bytes) and SB (v2 only): layout v1+v2;
+      session metadata V2_DUAL_SESSIONS, each summary aggregating the sessions its layout holds.
     - V2_ONLY: v2 only (Entire 0.6.1); SC's raw transcript in the sealed generation as two chunks,
       with a compact transcript and checkpoint_transcript_start 3 (a compact line, from 0.5.5); SD
       with no raw transcript anywhere, read from its compact transcript; a second folder with SC's ID.
     - V2_TWICE: v2 only; SE's raw in /full/current (a wrong hash) and an older copy in the generation.
     - V2_ORPHAN: raw files on /full/current, nothing on /main."""
     work = init(base / "work")
+    sa, sb = V2_DUAL_SESSIONS[SA], V2_DUAL_SESSIONS[SB]
+    # each summary as Entire's writer aggregates the sessions it holds: v1's SA alone, v2's SA and SB
+    v1_root = {**json.loads(root_meta(V2_DUAL, ["0"], base="aa/00000000a1")), "checkpoints_count": 2,
+               "files_touched": ["src/a.py", "src/shared.py"], "token_usage": sa["token_usage"]}
+    v2_root = {**json.loads(v2_root_meta(V2_DUAL, ["0", "1"])), "checkpoints_count": 5,
+               "files_touched": ["src/a.py", "src/b.py", "src/shared.py"], "has_review": True,
+               "token_usage": {"input_tokens": 129, "cache_creation_tokens": 40, "cache_read_tokens": 3500,
+                               "output_tokens": 106, "api_call_count": 6},
+               "combined_attribution": V2_DUAL_ATTRIBUTION}
     commit(work, "refs/heads/entire/checkpoints/v1", {
-        "aa/00000000a1/metadata.json": root_meta(V2_DUAL, ["0"], base="aa/00000000a1"),
+        "aa/00000000a1/metadata.json": meta(**v1_root),
         "aa/00000000a1/0/metadata.json": meta(session_id=SA, checkpoint_id=V2_DUAL, agent="Claude Code",
-                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z"),
+                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z", **sa),
         "aa/00000000a1/0/full.jsonl": V2_RAW["dual_v1"],
         "aa/00000000a1/0/content_hash.txt": sha256(V2_RAW["dual_v1"]).encode(),
     }, f"Checkpoint: {V2_DUAL}", when=1_777_000_000)
@@ -278,13 +300,13 @@ def build_v2(base: Path) -> Path:
     chunked = V2_RAW["chunked"]
     cut = chunked.index(b"\n", len(chunked) // 2)
     commit(work, V2_MAIN, {
-        "aa/00000000a1/metadata.json": v2_root(V2_DUAL, ["0", "1"]),
+        "aa/00000000a1/metadata.json": meta(**v2_root),
         "aa/00000000a1/0/metadata.json": meta(session_id=SA, checkpoint_id=V2_DUAL, agent="Claude Code",
-                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z"),
+                                              cli_version="0.6.1", created_at="2026-05-01T10:00:00Z", **sa),
         "aa/00000000a1/1/metadata.json": meta(session_id=SB, checkpoint_id=V2_DUAL, agent="Claude Code",
-                                              cli_version="0.6.1", created_at="2026-05-01T11:00:00Z"),
+                                              cli_version="0.6.1", created_at="2026-05-01T11:00:00Z", **sb),
         "aa/00000000a1/1/prompt.txt": b"the v2-only session",
-        "bb/00000000b2/metadata.json": v2_root(V2_ONLY, ["0", "1", "2"]),
+        "bb/00000000b2/metadata.json": v2_root_meta(V2_ONLY, ["0", "1", "2"]),
         "bb/00000000b2/0/metadata.json": meta(session_id=SC, checkpoint_id=V2_ONLY, agent="Claude Code",
                                               cli_version="0.6.1", created_at="2026-05-02T10:00:00Z",
                                               checkpoint_transcript_start=3),
@@ -296,7 +318,7 @@ def build_v2(base: Path) -> Path:
         "bb/00000000b2/1/transcript_hash.txt": sha256(etf).encode(),
         "bb/00000000b2/2/metadata.json": meta(session_id=SC, checkpoint_id=V2_ONLY, agent="Claude Code",
                                               cli_version="0.6.1", created_at="2026-05-02T12:00:00Z"),
-        "cc/00000000c3/metadata.json": v2_root(V2_TWICE, ["0"]),
+        "cc/00000000c3/metadata.json": v2_root_meta(V2_TWICE, ["0"]),
         "cc/00000000c3/0/metadata.json": meta(session_id=SE, checkpoint_id=V2_TWICE, agent="Claude Code",
                                               cli_version="0.6.1", created_at="2026-05-03T10:00:00Z"),
     }, f"Checkpoint: {V2_TWICE}", when=1_777_100_000)

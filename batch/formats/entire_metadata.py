@@ -20,15 +20,17 @@ def checkpoints_frame(scan: Scan) -> pl.DataFrame:
     rows = []
     for c in scan.checkpoints:
         m = c.metadata or {}
+        # layout v1+v2: the aggregates of the union (scan_v2.reaggregate); v1's stored ones stay in `metadata`
+        a = m if c.recomputed is None else c.recomputed
         rows.append({
             "checkpoint_id": c.checkpoint_id, "repository": c.location.repository, "ref": c.location.ref,
             "commit_id": c.location.commit_id, "tree_path": c.location.base, "shadowed_refs": c.shadowed,
             "layout": c.layout,
             "cli_version": _str(m, "cli_version"), "strategy": _str(m, "strategy"), "branch": _str(m, "branch"),
-            "commit_sha": _str(m, "commit_sha"), "checkpoints_count": _int(m, "checkpoints_count"),
-            "files_touched": _strs(m, "files_touched"), "session_count": len(c.sessions),
-            "token_usage_version": _int(m, "token_usage_version"), "token_usage": _json(m, "token_usage"),
-            "combined_attribution": _json(m, "combined_attribution"),
+            "commit_sha": _str(m, "commit_sha"), "checkpoints_count": _int(a, "checkpoints_count"),
+            "files_touched": _strs(a, "files_touched"), "session_count": len(c.sessions),
+            "token_usage_version": _int(m, "token_usage_version"), "token_usage": _json(a, "token_usage"),
+            "combined_attribution": _json(a, "combined_attribution"),
             "metadata": _dump(c.metadata),
         })
     return _frame(rows, CHECKPOINTS)

@@ -16,7 +16,9 @@ F64 = pa.float64()
 CHECKPOINTS = Table(
     "checkpoints",
     "one row per checkpoint read (one per checkpoint ID)",
-    "Entire checkpoints and where each was read; the root metadata.json (CheckpointSummary) in columns.",
+    "Entire checkpoints and where each was read; the root metadata.json (CheckpointSummary) in columns. For "
+    "layout `v1+v2` the aggregates are recomputed from the union of the sessions (v1's summary counts only "
+    "its own); `metadata` keeps v1's summary as stored.",
     (
         _c("checkpoint_id", STR, "12 lowercase hex characters, or a ULID (26 characters)"),
         _c("repository", STR, "name of the repository folder read"),
@@ -32,14 +34,18 @@ CHECKPOINTS = Table(
         _c("strategy", STR, "manual-commit or auto-commit"),
         _c("branch", STR, "branch at creation; null when detached or not recorded"),
         _c("commit_sha", STR, "anchor commit, only for checkpoints made by `entire import`"),
-        _c("checkpoints_count", I64, "Entire's prompt-window count ('steps'); not a count of records"),
-        _c("files_touched", STRS, "files the sessions changed (null in old data)"),
-        _c("session_count", I64, "session folders read"),
+        _c("checkpoints_count", I64, "Entire's prompt-window count ('steps'), the sum of the sessions'; not a count "
+           "of records"),
+        _c("files_touched", STRS, "files the sessions changed, their sorted union (null in old data)"),
+        _c("session_count", I64, "session folders read (for layout `v1+v2`, of both layouts)"),
         _c("token_usage_version", I64, "2: every session's token_usage is a per-checkpoint delta; null: legacy, "
            "possibly cumulative"),
-        _c("token_usage", JSON, "aggregate token_usage of the sessions, as stored", json=True),
-        _c("combined_attribution", JSON, "combined_attribution, as stored", json=True),
-        _c("metadata", JSON, "the root metadata.json as read; null when absent or corrupt (see losses)", json=True),
+        _c("token_usage", JSON, "aggregate token_usage of the sessions: as stored; for layout `v1+v2` the sums of "
+           "the sessions' input, cache creation, cache read and output tokens and API calls", json=True),
+        _c("combined_attribution", JSON, "combined_attribution as stored; for layout `v1+v2` v1's, else v2's "
+           "when every v2 session was readable", json=True),
+        _c("metadata", JSON, "the root metadata.json as read (v1's for layout `v1+v2`); null when absent or "
+           "corrupt (see losses)", json=True),
     ),
     stage="final",
 )

@@ -4,14 +4,18 @@ wrote (V2_RAW) and from the refs with `git`, not from our reader."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import duckdb
 import pytest
 
 import batch
+from batch.sources.entire.model import Checkpoint, CheckpointLocation, SessionEntry
+from batch.sources.entire.scan_v2 import reaggregate
 from entire_repos import (
-    SA, SB, SC, SD, SE, V2_CURRENT, V2_DUAL, V2_MAIN, V2_ONLY, V2_ORPHAN, V2_RAW, V2_SEALED, V2_TWICE, build_v2, git,
+    SA, SB, SC, SD, SE, V2_CURRENT, V2_DUAL, V2_DUAL_ATTRIBUTION, V2_DUAL_SESSIONS, V2_MAIN, V2_ONLY, V2_ORPHAN,
+    V2_RAW, V2_SEALED, V2_TWICE, build_v2, git,
 )
 
 TABLES = ("sessions", "source_lines", "losses", "checkpoints", "checkpoint_sessions", "checkpoint_commits",
@@ -95,9 +99,42 @@ def test_v2_facts_that_cannot_be_read_are_declared_losses(converted):
         ("entire.v2_raw_hash_mismatch", SE),
         ("entire.v2_duplicate_session_id", None),  # folder 2 of V2_ONLY: not read, so no session
         ("entire.v2_raw_without_main", None),  # V2_ORPHAN: no checkpoint, no session
+        ("entire.v1_v2_root_recomputed", None),  # V2_DUAL: v1's summary does not count SB (the next test)
     ])
     details = {category: detail for category, _, detail in rows}
     assert V2_ORPHAN in details["entire.v2_raw_without_main"] and "2" in details["entire.v2_duplicate_session_id"]
+
+
+def test_the_root_row_of_a_checkpoint_in_both_layouts_aggregates_the_union_of_its_sessions(converted):
+    """§9.6 rule 5. Expected values are summed here from the session metadata the builder wrote; v1's
+    summary (SA alone) is read back with `git`."""
+    work, out = converted
+    written = [V2_DUAL_SESSIONS[SA], V2_DUAL_SESSIONS[SB]]
+    tokens = ("input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "api_call_count")
+    ((count, files, usage, attribution, stored, sessions),) = sql(
+        out, "select checkpoints_count, files_touched, token_usage, combined_attribution, metadata, session_count "
+             f"from checkpoints where checkpoint_id = '{V2_DUAL}'")
+    assert count == sum(s["checkpoints_count"] for s in written) == 5
+    assert files == sorted({f for s in written for f in s["files_touched"]}) == ["src/a.py", "src/b.py", "src/shared.py"]
+    assert json.loads(usage) == {k: sum(s["token_usage"][k] for s in written) for k in tokens}
+    assert json.loads(attribution) == V2_DUAL_ATTRIBUTION  # v1's summary has none, every v2 session is readable
+    assert sessions == len(written)
+    # v1's summary is kept as stored, its own aggregates included
+    v1 = json.loads(git(work, "show", "refs/heads/entire/checkpoints/v1:aa/00000000a1/metadata.json"))
+    assert json.loads(stored) == v1
+    assert (v1["checkpoints_count"], v1["token_usage"]) == (2, V2_DUAL_SESSIONS[SA]["token_usage"])
+    assert "combined_attribution" not in v1 and "has_review" not in v1
+    ((detail,),) = sql(out, "select detail from losses where category = 'entire.v1_v2_root_recomputed'")
+    files = '["src/a.py", "src/shared.py"] -> ["src/a.py", "src/b.py", "src/shared.py"]'
+    for said in (V2_DUAL, "checkpoints_count 2 -> 5", files, "has_review null -> true", "combined_attribution null -> {"):
+        assert said in detail
+
+
+def test_a_v2_only_checkpoint_keeps_its_v2_summary(converted):
+    _, out = converted
+    rows = sql(out, "select checkpoint_id, checkpoints_count, files_touched, token_usage from checkpoints "
+                    "where layout = 'v2' order by 1")
+    assert rows == [(V2_ONLY, 1, None, None), (V2_TWICE, 1, None, None)]  # v2's summaries as stored
 
 
 def test_a_compact_start_written_from_0_5_5_is_a_compact_transcript_start(converted):
@@ -138,3 +175,18 @@ def test_sessions_of_deleted_v2_refs_are_kept(tmp_path):
     batch.convert([work], out)
     rows = dict(sql(out, "select session_key, source_present from sessions"))
     assert rows == {SA: True, SB: False, SC: False, SD: False, SE: False}
+
+
+def test_a_summary_already_counting_the_union_is_no_loss_and_attribution_waits_for_readable_sessions():
+    """reaggregate on checkpoints made here: v1's summary already the union's sums, and a v2 session unreadable."""
+    where = CheckpointLocation("repo", "refs/heads/entire/checkpoints/v1", "0" * 40, "aa/00000000a1")
+    written = [V2_DUAL_SESSIONS[SA], V2_DUAL_SESSIONS[SB]]
+    sessions = [SessionEntry(V2_DUAL, where, str(i), f"aa/00000000a1/{i}", metadata=m) for i, m in enumerate(written)]
+    union = {"checkpoints_count": sum(m["checkpoints_count"] for m in written),
+             "files_touched": sorted({f for m in written for f in m["files_touched"]}), "has_review": True,
+             "token_usage": {k: sum(m["token_usage"][k] for m in written) for k in written[0]["token_usage"]}}
+    checkpoint = Checkpoint(V2_DUAL, where, union, list(sessions))
+    reaggregate(checkpoint, {"combined_attribution": V2_DUAL_ATTRIBUTION}, unreadable=True)
+    assert checkpoint.losses == []
+    assert {k: checkpoint.recomputed[k] for k in union} == union
+    assert checkpoint.recomputed["combined_attribution"] is None  # v1 has none; v2's withheld

@@ -182,6 +182,9 @@ class Checkpoint:
     losses: list[SourceLoss] = field(default_factory=list)
     shadowed: list[str] = field(default_factory=list)  # other references holding this ID, not read
     layout: str = "v1"  # "v1", "v2", or "v1+v2" when v2 added sessions v1 lacks (scan_v2.py)
+    # layout v1+v2: the root summary's aggregates recomputed from the union of the sessions (keys as in
+    # metadata.json; scan_v2.reaggregate); None: `metadata` as stored gives them
+    recomputed: dict | None = None
 
 
 @dataclass

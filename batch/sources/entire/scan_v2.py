@@ -13,14 +13,17 @@ files come from the first `/full` ref holding them: current, then the generation
 The union (§9.6 rule 4): by checkpoint ID, then by session ID, never by slot. A checkpoint no other
 layout holds is read from v2 (`layout` v2). In a checkpoint v1 holds, a session v1 holds is taken
 from v1 (v1 is never staler; a raw-hash difference outside Codex is the loss `v1_v2_divergent`) and
-a session only v2 holds is added (`layout` v1+v2). Declared losses, never errors:
-`v2_missing_raw_transcript` (the session row stays, with its metadata, prompt and compact
-transcript), `v2_raw_hash_missing`, `v2_duplicate_session_id` (the later slot is not read),
-`v2_raw_without_main` (raw files of a folder `/main` does not hold), `v1_v2_divergent`.
+a session only v2 holds is added (`layout` v1+v2). The root summary of such a checkpoint counts v1's
+sessions only, so its aggregates are recomputed from the union (§9.6 rule 5, `reaggregate`).
+Declared losses, never errors: `v2_missing_raw_transcript` (the session row stays, with its
+metadata, prompt and compact transcript), `v2_raw_hash_missing`, `v2_duplicate_session_id` (the later
+slot is not read), `v2_raw_without_main` (raw files of a folder `/main` does not hold),
+`v1_v2_divergent`, `v1_v2_root_recomputed` (a recomputed aggregate differs from v1's stored one).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 
@@ -50,6 +53,8 @@ RAW_FILES = {
 RAW_CHUNK = re.compile(r"^(?:raw_transcript|full\.jsonl)\.(\d+)$")
 # The agent whose v2 raw transcript differs from v1's by design: v1 sanitizes it, v2 does not (§9.3)
 SANITIZED_IN_V1 = "Codex"
+# The token_usage counts Entire's writer sums over the sessions into the root summary (reaggregateFromEntries)
+SUMMED_TOKENS = ("input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "api_call_count")
 
 
 def claims(ref: str) -> bool:
@@ -218,8 +223,66 @@ def _union(repo: pygit2.Repository, v1: Checkpoint, v2: Checkpoint, sessions: li
     if added:
         v1.sessions.extend(added)
         v1.layout = "v1+v2"
+        # as the migration tool: a session v1 holds is skipped before its raw transcript is looked for
+        unreadable = any(s.session_id is None for s in sessions) or any(
+            x.category == "v2_missing_raw_transcript" for s in added for x in s.losses) or any(
+            x.category == "missing_session_folder" for x in v2.losses)
+        reaggregate(v1, v2.metadata, unreadable=unreadable)
     else:
         v1.shadowed.append(MAIN)
+
+
+def reaggregate(v1: Checkpoint, v2_root: dict | None, *, unreadable: bool) -> None:
+    """Set `v1.recomputed`: the root aggregates of the union of its sessions (`v1.sessions`), as Entire's
+    writer sums them (§9.6 rule 5); v1's stored summary stays in `v1.metadata`. `v2_root`: v2's summary.
+
+    checkpoints_count is the sum of the sessions', files_touched their sorted union, token_usage the
+    sum of SUMMED_TOKENS (null when no session has one), has_review whether a session is an
+    agent_review. combined_attribution is v1's, else v2's unless a v2 session was `unreadable` (no
+    metadata, or added without a raw transcript), as the migration tool keeps it. A folder without
+    readable metadata adds nothing. A value differing from v1's stored one is the loss
+    `v1_v2_root_recomputed`."""
+    metas = [s.metadata for s in v1.sessions if isinstance(s.metadata, dict)]
+    files = sorted({f for m in metas if isinstance(m.get("files_touched"), list)
+                    for f in m["files_touched"] if isinstance(f, str)})
+    usages = [m["token_usage"] for m in metas if isinstance(m.get("token_usage"), dict)]
+    stored = v1.metadata if isinstance(v1.metadata, dict) else {}
+    attribution = stored.get("combined_attribution")
+    if attribution is None and not unreadable and isinstance(v2_root, dict):
+        attribution = v2_root.get("combined_attribution")
+    v1.recomputed = {
+        "checkpoints_count": sum(_count(m.get("checkpoints_count")) for m in metas),
+        "files_touched": files or None,
+        "token_usage": {k: sum(_count(u.get(k)) for u in usages) for k in SUMMED_TOKENS} if usages else None,
+        "has_review": any(m.get("kind") == "agent_review" for m in metas),
+        "combined_attribution": attribution,
+    }
+    differ = [f"{key} {_shown(stored.get(key))} -> {_shown(value)}" for key, value in v1.recomputed.items()
+              if _normal(key, stored.get(key)) != _normal(key, value)]
+    if differ:
+        v1.losses.append(SourceLoss(
+            "v1_v2_root_recomputed", f"v1's root summary does not count the sessions v2 adds: recomputed from "
+            f"the {len(metas)} session metadata files of both layouts, {'; '.join(differ)} (v1's stored "
+            "values stay in the row's metadata)",
+            v1.checkpoint_id, None, v1.location.path("metadata.json")))
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _normal(key: str, value: object) -> object:
+    """A root value as compared: Entire omits an empty files_touched and a false has_review."""
+    if key == "files_touched":
+        return value or None
+    if key == "has_review":
+        return bool(value)
+    return value
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _compare_hashes(repo: pygit2.Repository, v1: SessionEntry, v2: SessionEntry) -> None:
