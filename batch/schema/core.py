@@ -87,7 +87,7 @@ RECORDS = Table(
         _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
            "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
-           "turn_stats, subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
+           "turn_stats (Claude Code turn_duration, a Codex turn's end), subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
            "event: audit only), com.openai.codex/token_count (a Codex token_count event), unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
@@ -251,7 +251,13 @@ TOOL_CALLS = Table(
         _c("provider_kind", STR, "mcp for MCP tools (identity unknown), else null"),
         _c("requested_by", STR, "model for tool_use blocks; user for `!` shell commands (<bash-input>)"),
         _c("status", STR, "completed, error, denied, interrupted, cancelled, or pending (no result in this capture)"),
-        _c("is_error", BOOL, "tool_result.is_error of the result"),
+        _c("is_error", BOOL, "tool_result.is_error of the result; for Codex, exit_code is not 0 (null without exit_code)"),
+        _c("exit_code", I64, "the command's exit code where the transcript records one (Codex; Claude Code records none)"),
+        _c("exit_code_source", STR, "where exit_code was read: exec_command_end (a Codex event joined by call_id), "
+           "output_metadata (metadata.exit_code of an old shell output's JSON) or output_text (an \"Exit code: N\" "
+           "or \"Process exited with code N\" header line of the output)"),
+        _c("duration_ms", I64, "the command's run time where the transcript records one: exec_command_end duration, "
+           "metadata.duration_seconds or a \"Wall time: X seconds\" header line, the first of those that has it"),
         _c("denial_kind", STR, "native toolDenialKind of the result, which sets the status"),
         _c("permission", STR, "compact approval decision (ASR-279): allow_once, allow_always (source user_permanent) "
            "or reject_once, from permissionDecision"),
@@ -366,7 +372,8 @@ SESSION_EVENTS = Table(
         _c("seq", I64, "seq of that record: events are in file order"),
         _c("event_kind", STR, "session_info or config_change"),
         _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode, mode, "
-           "or state (running, idle, ended: Entire TurnStart, TurnEnd, SessionEnd)"),
+           "or state (running, idle, ended: Entire TurnStart, TurnEnd, SessionEnd; running, idle: Codex "
+           "task_started, task_complete or turn_aborted)"),
         _c("value", STR, "the new value"),
         _c("previous_value", STR, "the value it replaced in this stream (null for the first)"),
         _c("title_source", STR, "for titles: model (ai-title), user (custom-title) or summary (a summary of this stream's leaf)"),

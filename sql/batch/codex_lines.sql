@@ -12,7 +12,8 @@
 -- not JSON; a decoded text whose first character is not `{` is another JSON value (json_valid is
 -- asked of those only). A bare line is decoded a second time with the payload's shape. A field of
 -- another JSON type than its shape's reads as null, or as its JSON text where the shape says VARCHAR
--- (as `->>` reads it); the line is kept verbatim in records.native whatever it holds.
+-- (as `->>` reads it); the line is kept verbatim in records.native whatever it holds. The exit code
+-- and run time of a command are read from its exec_command_end event or its output (outcomes below).
 with decoded as (
     select
         file_idx, line,
@@ -85,6 +86,9 @@ fields as (
         p.forked_from_id as forked_from_id,
         case when line_type = 'turn_context' then p.model end as context_model,
         case when line_type = 'turn_context' or p.type in ('task_started', 'turn_started') then p.turn_id end as turn_id,
+        -- the turn a turn's end names (§8): its own record's turn, not carried to the lines after it
+        case when line_type = 'event_msg' and p.type in ('task_complete', 'turn_complete', 'turn_aborted')
+            then p.turn_id end as end_turn_id,
         p.call_id as call_id,
         p.name as tool_name,
         case
@@ -94,6 +98,12 @@ fields as (
             when p.type in ('local_shell_call', 'web_search_call') then json(p.action)
         end as tool_input,
         case when enveloped then p.status end as native_status,
+        -- exec_command_end (extended files, §6): the command's exit code and duration {secs, nanos}
+        case when line_type = 'event_msg' and p.type = 'exec_command_end' then try_cast(p.exit_code as bigint) end
+            as end_exit_code,
+        case when line_type = 'event_msg' and p.type = 'exec_command_end' then
+            round(try_cast(p.duration.secs as double) * 1000 + coalesce(try_cast(p.duration.nanos as double), 0) / 1e6)
+        end as end_duration_ms,
         case
             when starts_with(p.output, '"') then p.output ->> '$'
             when starts_with(p.output, '[') then array_to_string(
@@ -139,6 +149,40 @@ fields as (
     from kinds
 ),
 
+-- the outcome a tool output's text records (§5): the old shell output is a JSON document in the string
+-- ({"output", "metadata": {"exit_code", "duration_seconds"}}), decoded a second time, that text
+-- alone; newer outputs begin with header lines before "Output:" ("Exit code: N", "Wall time: X
+-- seconds"; exec_command's "Process exited with code N", or "Process running with session ID N" while
+-- the process outlives the call). Only the header is read: a command's own output may hold the same words.
+outputs as (
+    select
+        *,
+        case when payload_type in ('function_call_output', 'custom_tool_call_output')
+                and starts_with(output_text, '{') and contains(output_text, '"metadata"')
+            then try(json_transform(output_text,
+                '{"metadata": {"exit_code": "VARCHAR", "duration_seconds": "VARCHAR"}}')).metadata
+        end as output_meta,
+        case when payload_type in ('function_call_output', 'custom_tool_call_output') then nullif(regexp_extract(
+            left(output_text, 1024), '^((?:[A-Za-z][A-Za-z ]*: [^\n]*\n|Process [^\n]*\n)+)Output:', 1), '')
+        end as output_header,
+    from fields
+),
+
+outcomes as (
+    select
+        * exclude (output_meta, output_header),
+        try_cast(output_meta.exit_code as bigint) as meta_exit_code,
+        round(try_cast(output_meta.duration_seconds as double) * 1000) as meta_duration_ms,
+        try_cast(coalesce(
+            nullif(regexp_extract(output_header, '(?:^|\n)Exit code: (-?[0-9]+)\n', 1), ''),
+            nullif(regexp_extract(output_header, '(?:^|\n)Process exited with code (-?[0-9]+)\n', 1), '')
+        ) as bigint) as text_exit_code,
+        round(try_cast(nullif(regexp_extract(output_header,
+            '(?:^|\n)Wall time: ([0-9]+(?:\.[0-9]+)?) seconds\n', 1), '') as double) * 1000) as text_duration_ms,
+        coalesce(regexp_matches(output_header, '(?:^|\n)Process running with session ID '), false) as still_running,
+    from outputs
+),
+
 -- the thread a line was written in: the id of the latest session_meta before it. A fork or forked
 -- subagent file replays its parent's lines after a copy of the parent's session_meta (reference
 -- §10), so a replayed token_count has the parent's thread in both files.
@@ -147,7 +191,7 @@ threaded as (
         *,
         last_value(case when line_type = 'session_meta' then meta_id end ignore nulls)
             over (partition by file_idx order by line rows between unbounded preceding and current row) as thread,
-    from fields
+    from outcomes
 ),
 
 -- §9.6: a response is one distinct (total_token_usage, last_token_usage) pair of the five classic

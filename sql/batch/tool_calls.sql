@@ -104,6 +104,10 @@ final as (
             else 'completed'
         end as status,
         r.is_error,
+        -- Claude Code records no numeric exit code or run time of a command (registry entry, Notes)
+        cast(null as bigint) as exit_code,
+        cast(null as varchar) as exit_code_source,
+        cast(null as bigint) as duration_ms,
         r.tool_denial_kind as denial_kind,
         case r.permission_decision
             when 'accept' then case when r.permission_source = 'user_permanent' then 'allow_always' else 'allow_once' end

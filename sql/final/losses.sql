@@ -25,15 +25,16 @@ rejected as (
 ),
 
 -- a background command whose output read records a native exit code (background_tasks.exit_code)
--- has one: its launching call is not counted
+-- has one: its launching call is not counted. Codex records exit codes: its converter declares the
+-- calls whose exit code it does not read (formats/codex/tables.py, source_losses).
 shell_calls as (
-    select c.session_key, any_value(s.agent) as agent, count(*) as n
+    select c.session_key, count(*) as n
     from tool_calls as c
     left join streams as s using (session_key)
     anti join (
         select session_key, call_id from background_tasks where exit_code is not null and call_id is not null
     ) as b using (session_key, call_id)
-    where c.tool_kind = 'execute'
+    where c.tool_kind = 'execute' and s.agent is distinct from 'codex'
     group by c.session_key
 ),
 
@@ -159,11 +160,8 @@ final as (
     select
         session_key,
         'shell_exit_code',
-        case when agent = 'codex' then 'Codex writes a shell command''s exit code only inside the output text '
-            || '(parts.text of the tool_result, in a form that changed between versions): it is not parsed into a column'
-        else 'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
-            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)'
-        end,
+        'Claude Code records no numeric exit code for shell commands: success is known only from is_error '
+            || '(background commands whose exit code an output read records are not counted: background_tasks.exit_code)',
         n,
     from shell_calls
 

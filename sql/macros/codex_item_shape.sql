@@ -10,7 +10,7 @@ create or replace temp macro codex_item_shape() as '{
     "status": "VARCHAR", "output": "JSON", "message": "VARCHAR", "text": "VARCHAR", "new_thread_id": "VARCHAR",
     "content": [{"type": "VARCHAR", "text": "VARCHAR", "image_url": "VARCHAR"}],
     "summary": [{"type": "VARCHAR", "text": "VARCHAR", "image_url": "VARCHAR"}],
-    "encrypted_content": "JSON",
+    "encrypted_content": "JSON", "exit_code": "VARCHAR", "duration": {"secs": "VARCHAR", "nanos": "VARCHAR"},
     "info": {
         "total_token_usage": {"input_tokens": "VARCHAR", "cached_input_tokens": "VARCHAR",
             "output_tokens": "VARCHAR", "reasoning_output_tokens": "VARCHAR", "total_tokens": "VARCHAR"},

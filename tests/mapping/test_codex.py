@@ -241,6 +241,7 @@ def test_a_legacy_rollout_converts(tmp_path):
     assert s["git_branch"] == "main" and s["agent"] == "codex"
     call = one(t["tool_calls"], call_id="call_1")
     assert call["tool_kind"] == "execute" and call["status"] == "completed"
+    assert call["exit_code"] == 0 and call["exit_code_source"] == "output_metadata" and call["is_error"] is False
     assert one(t["parts"], part_type="tool_result")["text"] == lines[4]["output"]
     assert t["inferences"].height == 0  # no usage before 0.32
 
@@ -432,3 +433,151 @@ def test_a_line_that_is_not_an_object_is_rejected_and_the_rest_mapped(tmp_path):
     assert t["rejects"].sort("line")["raw"].to_list() == [broken[3].encode(), broken[4].encode()]
     assert one(t["losses"], category="rejected_lines")["count"] == 2
     assert rows(lines, status="mapped").height + rows(lines, status="duplicate").height == len(text)
+
+
+EXECUTE = {"shell", "container.exec", "exec_command", "write_stdin", "local_shell"}  # tool kind execute by name
+TURN_STATES = {"task_started": "running", "turn_started": "running", "task_complete": "idle",
+               "turn_complete": "idle", "turn_aborted": "idle"}
+
+
+def _outputs(objs: list[dict]) -> dict[str, str]:
+    """call_id -> the text of its first output (a string, or the texts of an array joined)."""
+    found = {}
+    for o in objs:
+        p = o.get("payload") or {}
+        if p.get("type") in ("function_call_output", "custom_tool_call_output") and p["call_id"] not in found:
+            out = p["output"]
+            found[p["call_id"]] = out if isinstance(out, str) else "\n".join(
+                b["text"] for b in out if b.get("text") is not None)
+    return found
+
+
+def test_old_shell_exit_codes_and_durations_come_from_the_output_metadata(tables):
+    objs = load(OLD)
+    names = {o["payload"]["call_id"]: o["payload"]["name"] for o in objs if o["payload"].get("type") == "function_call"}
+    expected = {}
+    for call_id, text in _outputs(objs).items():
+        try:
+            meta = json.loads(text)["metadata"]
+        except (ValueError, KeyError, TypeError):
+            continue  # update_plan's "Plan updated"
+        expected[call_id] = (meta["exit_code"], round(meta["duration_seconds"] * 1000))
+    assert {code for code, _ in expected.values()} >= {0, 1, 2}  # the real file holds failed commands
+    mine = rows(tables["tool_calls"], session_key=session_id(OLD))
+    for row in mine.iter_rows(named=True):
+        if row["call_id"] in expected:
+            code, ms = expected[row["call_id"]]
+            assert (row["exit_code"], row["duration_ms"], row["exit_code_source"]) == (code, ms, "output_metadata")
+            assert row["is_error"] == (code != 0)
+            assert row["status"] == ("error" if code != 0 else "completed")
+        else:
+            assert names[row["call_id"]] != "shell"
+            assert row["exit_code"] is None and row["is_error"] is None and row["status"] == "completed"
+    assert mine.filter(pl.col("exit_code").is_not_null()).height == len(expected)
+    # every exit code this file writes is read: no loss
+    assert rows(tables["losses"], session_key=session_id(OLD), category="shell_exit_code").height == 0
+
+
+def test_shell_calls_whose_exit_code_is_not_read_are_a_loss(tables):
+    # the 0.104 files are sanitized: each output is "[REDACTED_OUTPUT ...]", its exit code unreadable
+    for path in REAL:
+        objs = load(path)
+        names = {o["payload"]["call_id"]: o["payload"]["name"] for o in objs
+                 if o["payload"].get("type") in ("function_call", "custom_tool_call")}
+        outputs = _outputs(objs)
+        unread = [c for c, name in names.items() if name in EXECUTE and c in outputs
+                  and not any(w in outputs[c] for w in ('"exit_code"', "Exit code: ", "Process exited with code ",
+                                                       "Process running with session ID "))]
+        found = rows(tables["losses"], session_key=session_id(path), category="shell_exit_code")
+        assert found["count"].to_list() == ([len(unread)] if unread else []), path.name
+        lost = rows(tables["tool_calls"], session_key=session_id(path)).filter(
+            pl.col("call_id").is_in(unread))
+        assert lost["exit_code"].null_count() == len(unread)
+
+
+def test_exit_codes_from_plain_text_headers_and_exec_command_end(tmp_path):
+    # authored: no fixture holds a plain-text output with its header (the 0.104 files are redacted)
+    # nor an exec_command_end joined to a call; shapes after reference §5 and §6
+    meta = load(TINY)[0]
+    sid = "019c9000-0000-7000-8000-0000000000e1"
+    at = "2026-02-23T14:00:00.000Z"
+
+    def line(payload: dict, kind: str = "response_item") -> dict:
+        return {"timestamp": at, "type": kind, "payload": payload}
+
+    def call(call_id: str, name: str = "exec_command") -> dict:
+        return line({"type": "function_call", "name": name, "arguments": "{\"cmd\":\"make\"}", "call_id": call_id})
+
+    def output(call_id: str, text: str) -> dict:
+        return line({"type": "function_call_output", "call_id": call_id, "output": text})
+
+    lines = [
+        {**meta, "payload": {**meta["payload"], "id": sid}},
+        call("c1"), output("c1", "Exit code: 1\nWall time: 0.25 seconds\nOutput:\nboom\n"),
+        call("c2"), output("c2", "Chunk ID: 1a2b\nWall time: 1.5 seconds\nProcess exited with code 0\n"
+                                 "Original token count: 3\nOutput:\nok\nExit code: 7\n"),
+        call("c3"), output("c3", "Chunk ID: 3c4d\nWall time: 10.0 seconds\nProcess running with session ID 4242\n"
+                                 "Original token count: 0\nOutput:\n"),
+        call("c4", "write_stdin"), output("c4", "Chunk ID: 5e6f\nWall time: 5.0 seconds\n"
+                                                "Process running with session ID 4242\nOutput:\n"),
+        line({"type": "exec_command_end", "call_id": "c3", "turn_id": "t1", "command": ["make"], "cwd": "/r",
+              "exit_code": 3, "duration": {"secs": 12, "nanos": 500_000_000}, "aggregated_output": ""}, "event_msg"),
+        call("c5"), output("c5", "the words Exit code: 4 in a command's own output\n"),
+        call("c6"),  # no output yet
+    ]
+    expected = {  # call_id -> (exit_code, exit_code_source, duration_ms, status, is_error)
+        "c1": (1, "output_text", 250, "error", True),
+        "c2": (0, "output_text", 1500, "completed", False),
+        "c3": (3, "exec_command_end", 12500, "error", True),
+        "c4": (None, None, 5000, "completed", None),
+        "c5": (None, None, None, "completed", None),
+        "c6": (None, None, None, "pending", None),
+    }
+    src = tmp_path / "sessions"
+    src.mkdir()
+    (src / f"rollout-2026-02-23T14-00-00-{sid}.jsonl").write_text("".join(json.dumps(o) + "\n" for o in lines))
+    batch.convert([src], tmp_path / "out")
+    t = read_tables(tmp_path / "out")
+    got = {r["call_id"]: (r["exit_code"], r["exit_code_source"], r["duration_ms"], r["status"], r["is_error"])
+           for r in t["tool_calls"].iter_rows(named=True)}
+    assert got == expected
+    # c5 alone has an output whose exit code is not read; c4's process outlived the call; c6 has no output
+    assert one(t["losses"], session_key=sid, category="shell_exit_code")["count"] == 1
+    assert t["source_lines"]["status"].to_list() == ["mapped"] * len(lines)
+    end = one(t["records"], session_key=sid, native_subtype="exec_command_end")
+    assert end["kind"] == "unknown" and json.loads(end["native"]) == lines[9]
+
+
+def test_turn_starts_and_ends_are_records_with_their_turn_and_state(tables):
+    for path in [*REAL, COMPOSITE]:
+        objs = load(path)
+        turns, states, state = {}, [], None
+        for n, o in enumerate(objs, 1):
+            p = o.get("payload") or {}
+            if o["type"] == "event_msg" and p.get("type") in TURN_STATES:
+                turns[n] = (p["type"], p.get("turn_id"))
+                value = TURN_STATES[p["type"]]
+                if value != state:
+                    states.append((n, value, state))
+                state = value
+        recs = rows(tables["records"], session_key=session_id(path))
+        mine = recs.filter(pl.col("source_line").is_in(list(turns)))
+        assert mine.height == len(turns), path.name
+        for rec in mine.iter_rows(named=True):
+            ptype, turn_id = turns[rec["source_line"]]
+            assert rec["kind"] == ("session_info" if TURN_STATES[ptype] == "running" else "turn_stats")
+            assert rec["native_subtype"] == ptype and rec["author"] == "harness"
+            if turn_id is not None:
+                assert rec["turn_id"] == turn_id
+            assert json.loads(rec["native"]) == objs[rec["source_line"] - 1]
+        # last_agent_message repeats the assistant item: no part, so its text is counted once
+        assert tables["parts"].filter(pl.col("record_id").is_in(mine["record_id"].implode())).height == 0
+        events = rows(tables["session_events"], session_key=session_id(path), field="state").join(
+            recs.select("record_id", "source_line"), on="record_id").sort("seq")
+        assert list(events.select("source_line", "value", "previous_value").iter_rows()) == states, path.name
+        assert set(events["event_kind"]) <= {"session_info"}
+        assert events["seq"].to_list() == recs.filter(pl.col("record_id").is_in(events["record_id"].implode()))\
+            .sort("seq")["seq"].to_list()
+    big = rows(tables["records"], session_key=session_id(BIG))
+    assert rows(big, kind="turn_stats").height == sum(
+        (o.get("payload") or {}).get("type") == "task_complete" for o in load(BIG))

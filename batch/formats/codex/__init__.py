@@ -6,10 +6,11 @@ The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Code
    DuckDB, no loop over lines); `converter._blocks` lists the blocks, one row each.
 2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
    event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject.
-3. `tables.py` builds records, parts, source_lines, rejects, tool_calls and the work tables the
-   final stage reads: session_streams, inference_candidates (one response per distinct pair of
-   cumulative and last usage, §9.6), lineage_evidence (forked_from_id) and source_losses
-   (encrypted reasoning).
+3. `tables.py` builds records, parts, source_lines, rejects, tool_calls (with the exit code and run
+   time of a command, §5-§6), session_events (turn starts and ends as the state running and idle)
+   and the work tables the final stage reads: session_streams, inference_candidates (one response
+   per distinct pair of cumulative and last usage, §9.6), lineage_evidence (forked_from_id) and
+   source_losses (encrypted reasoning, shell exit codes not read).
 """
 
 from batch.formats.codex.converter import FORMAT, convert

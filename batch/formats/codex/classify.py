@@ -29,6 +29,10 @@ KINDS = {
     "compacted": "compaction",
 }
 TOKEN_COUNT_KIND = "com.openai.codex/token_count"
+# turns (§8): a start sets the state running, as an Entire TurnStart does; an end is the turn's
+# statistics, as Claude Code's turn_duration line (its duration_ms, from 0.156), and sets it idle
+TURN_STARTS = {"task_started": "running", "turn_started": "running"}
+TURN_ENDS = {"task_complete": "idle", "turn_complete": "idle", "turn_aborted": "idle"}
 CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 
@@ -152,6 +156,8 @@ def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
         .when(item & ptype.is_in(list(RESULTS))).then(pl.lit("tool_result"))
         .when(event & ptype.is_in(list(COPIES))).then(pl.lit("message"))
         .when(event & (ptype == "token_count")).then(pl.lit(TOKEN_COUNT_KIND))
+        .when(event & ptype.is_in(list(TURN_STARTS))).then(pl.lit("session_info"))
+        .when(event & ptype.is_in(list(TURN_ENDS))).then(pl.lit("turn_stats"))
         .otherwise(pl.lit("unknown"))
     )
     model_side = (item & (ptype.is_in(["reasoning", *CALLS]) | (role == "assistant"))) \
@@ -171,7 +177,7 @@ def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
     )
     return frame.with_columns(kind=kind).with_columns(author=author).with_columns(origin=origin).with_columns(
         # the state each line was written in: the latest turn, model, working directory and version before it
-        turn=pl.col("turn_id").forward_fill().over("file_idx"),
+        turn=pl.coalesce("end_turn_id", pl.col("turn_id").forward_fill().over("file_idx")),
         model=pl.col("context_model").forward_fill().over("file_idx"),
         cwd_now=pl.col("cwd").forward_fill().over("file_idx"),
         version=pl.when(ltype == "session_meta").then("cli_version").forward_fill().over("file_idx"),

@@ -58,6 +58,7 @@ def convert(
         "source_lines": tables.source_lines(every),
         "rejects": tables.rejects(every),
         "tool_calls": tables.tool_calls(every),
+        "session_events": tables.session_events(records, every),
         "inference_candidates": tables.inference_candidates(every),
         "session_streams": tables.session_streams(every, streams),
         "lineage_evidence": tables.lineage_evidence(every),

@@ -19,7 +19,8 @@ COVERAGE = {
               "(docs/asr-tables.md, Codex rollouts; docs/coverage.md, Codex rollouts)",
     "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
     "unqualified_items": ["fork and subagent files", "resume", "context-window-full events",
-                          "legacy pre-0.32 rollouts", "TypeScript CLI .json rollouts (not read)"],
+                          "legacy pre-0.32 rollouts", "TypeScript CLI .json rollouts (not read)",
+                          "exit codes of plain-text tool outputs and of exec_command_end events", "turn_aborted"],
 }
 
 

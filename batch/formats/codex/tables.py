@@ -6,9 +6,9 @@ import json
 
 import polars as pl
 
-from batch.formats.codex.classify import CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND
+from batch.formats.codex.classify import CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND, TURN_ENDS, TURN_STARTS
 from batch.schema.hooks import COMPACTIONS
-from batch.schema.core import PARTS, RECORDS, REJECTS, SOURCE_LINES, TOOL_CALLS
+from batch.schema.core import PARTS, RECORDS, REJECTS, SESSION_EVENTS, SOURCE_LINES, TOOL_CALLS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
 from batch.sources.codex import FORMAT
@@ -25,6 +25,12 @@ CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search"
 ENCRYPTED_DETAIL = (
     "reasoning (and remote compaction) items hold encrypted_content, opaque to anyone but the provider: "
     "only the summaries are text in parts; the encrypted text is kept verbatim in records.native"
+)
+
+EXIT_CODE_DETAIL = (
+    "shell calls whose output holds no exit code in a form read (metadata.exit_code of an old shell output, "
+    "an \"Exit code: N\" or \"Process exited with code N\" header line) and no exec_command_end event gives one: "
+    "a redacted output, or a text of another form (parts.text of the tool_result); tool_calls.exit_code is null"
 )
 
 
@@ -106,6 +112,25 @@ def compactions(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     return shaped(frame, COMPACTIONS.schema)
 
 
+def session_events(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """Turn starts and ends as the state running and idle (classify.TURN_STARTS, TURN_ENDS), as an Entire
+    TurnStart and TurnEnd set it: in file order, a state repeating the one before it is no change."""
+    states = {**TURN_STARTS, **TURN_ENDS}
+    turns = every.filter(
+        pl.col("is_record") & (pl.col("line_type") == "event_msg") & pl.col("payload_type").is_in(list(states))
+    ).select("record_id", "payload_type", native="text")
+    frame = (
+        records.select("record_id", "session_key", "seq").join(turns, on="record_id")
+        .sort("session_key", "seq")
+        .with_columns(value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String))
+        .with_columns(previous_value=pl.col("value").shift(1).over("session_key"))
+        .filter(pl.col("previous_value").is_null() | (pl.col("value") != pl.col("previous_value")))
+        .select("record_id", "session_key", "seq", event_kind=pl.lit("session_info"), field=pl.lit("state"),
+                value="value", previous_value="previous_value", native_type=pl.lit("event_msg"), native="native")
+    )
+    return shaped(frame, SESSION_EVENTS.schema)
+
+
 def source_lines(every: pl.DataFrame) -> pl.DataFrame:
     frame = every.select(
         "source_file", "line", "byte_offset", "byte_length", "session_key", "status",
@@ -128,7 +153,15 @@ def rejects(every: pl.DataFrame) -> pl.DataFrame:
 
 def tool_calls(every: pl.DataFrame) -> pl.DataFrame:
     """Model calls joined with their first output on call_id in the same stream (a web search has no
-    call_id and no output: its position stands in for the call ID)."""
+    call_id and no output: its position stands in for the call ID), and with the first exec_command_end
+    event of that call_id (extended files). The exit code and run time come from the event, else from
+    the output's text (codex_lines.sql: an old shell output's metadata, else its header lines); a
+    nonzero exit code is an error, as a failed Bash call is (is_error)."""
+    return shaped(_calls(every).drop("still_running"), TOOL_CALLS.schema)
+
+
+def _calls(every: pl.DataFrame) -> pl.DataFrame:
+    """tool_calls' rows, with still_running (the output says the process outlived the call) for the loss."""
     kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
     calls = kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
@@ -136,23 +169,48 @@ def tool_calls(every: pl.DataFrame) -> pl.DataFrame:
         native_status="native_status",
     ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
     results = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null()).select(
-        "session_key", "call_id", result_record_id="record_id", result_position="position", result_at="timestamp",
+        "session_key", "call_id", "meta_exit_code", "meta_duration_ms", "text_exit_code", "text_duration_ms",
+        "still_running", result_record_id="record_id", result_position="position", result_at="timestamp",
     ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
+    ends = every.filter(
+        pl.col("is_record") & (pl.col("line_type") == "event_msg") & (pl.col("payload_type") == "exec_command_end")
+        & pl.col("call_id").is_not_null()
+    ).select("session_key", "call_id", "end_exit_code", "end_duration_ms").unique(
+        ["session_key", "call_id"], keep="first", maintain_order=True
+    )
     name = pl.col("tool_name")
     mcp = name.str.extract(r"^mcp__(.+?)__.+$", 1)
-    frame = calls.join(results, on=["session_key", "call_id"], how="left", maintain_order="left").with_columns(
-        tool_kind=pl.when(mcp.is_not_null()).then(pl.lit("other"))
-        .otherwise(name.replace_strict(TOOL_KINDS, default="other", return_dtype=pl.String)),
-        mcp_server=mcp,
-        provider_kind=pl.when(mcp.is_not_null()).then(pl.lit("mcp")),
-        requested_by=pl.lit("model"),
-        status=pl.when(pl.col("result_record_id").is_not_null()).then(pl.lit("completed"))
-        .when(pl.col("native_status") == "completed").then(pl.lit("completed"))
-        .otherwise(pl.lit("pending")),
-        called_at=pl.col("called_at").dt.convert_time_zone("UTC"),
-        result_at=pl.col("result_at").dt.convert_time_zone("UTC"),
+    # where the exit code is read, first that has one: the event's field, then the output's text
+    sources = {"exec_command_end": "end_exit_code", "output_metadata": "meta_exit_code",
+               "output_text": "text_exit_code"}
+    exit_code = pl.coalesce(list(sources.values()))
+    source = pl.lit(None, pl.String)
+    for label, column in reversed(sources.items()):
+        source = pl.when(pl.col(column).is_not_null()).then(pl.lit(label)).otherwise(source)
+    keys = ["session_key", "call_id"]
+    return (
+        calls.join(results, on=keys, how="left", maintain_order="left")
+        .join(ends, on=keys, how="left", maintain_order="left")
+        .with_columns(
+            tool_kind=pl.when(mcp.is_not_null()).then(pl.lit("other"))
+            .otherwise(name.replace_strict(TOOL_KINDS, default="other", return_dtype=pl.String)),
+            mcp_server=mcp,
+            provider_kind=pl.when(mcp.is_not_null()).then(pl.lit("mcp")),
+            requested_by=pl.lit("model"),
+            exit_code=exit_code,
+            exit_code_source=source,
+            duration_ms=pl.coalesce("end_duration_ms", "meta_duration_ms", "text_duration_ms").cast(pl.Int64),
+            called_at=pl.col("called_at").dt.convert_time_zone("UTC"),
+            result_at=pl.col("result_at").dt.convert_time_zone("UTC"),
+        )
+        .with_columns(
+            is_error=pl.col("exit_code") != 0,
+            status=pl.when(pl.col("exit_code") != 0).then(pl.lit("error"))
+            .when(pl.col("result_record_id").is_not_null() | pl.col("exit_code").is_not_null()).then(pl.lit("completed"))
+            .when(pl.col("native_status") == "completed").then(pl.lit("completed"))
+            .otherwise(pl.lit("pending")),
+        )
     )
-    return shaped(frame, TOOL_CALLS.schema)
 
 
 def inference_candidates(every: pl.DataFrame) -> pl.DataFrame:
@@ -265,12 +323,17 @@ def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
 
 
 def source_losses(every: pl.DataFrame) -> pl.DataFrame:
-    frame = (
-        every.filter(pl.col("is_record") & pl.col("has_encrypted")).group_by("session_key").len("count")
-        .select("session_key", category=pl.lit("reasoning_encrypted"), detail=pl.lit(ENCRYPTED_DETAIL),
-                count=pl.col("count").cast(pl.Int64))
-        .sort("session_key")
+    """Encrypted reasoning; shell calls with an output but no exit code read from it or from an
+    exec_command_end (a process still running when the call returned has none yet: not counted)."""
+    encrypted = every.filter(pl.col("is_record") & pl.col("has_encrypted")).group_by("session_key").len("count") \
+        .select("session_key", category=pl.lit("reasoning_encrypted"), detail=pl.lit(ENCRYPTED_DETAIL), count="count")
+    unread = _calls(every).filter(
+        (pl.col("tool_kind") == "execute") & pl.col("result_record_id").is_not_null() & pl.col("exit_code").is_null()
+        & ~pl.col("still_running").fill_null(False)
+    ).group_by("session_key").len("count").select(
+        "session_key", category=pl.lit("shell_exit_code"), detail=pl.lit(EXIT_CODE_DETAIL), count="count"
     )
+    frame = pl.concat([encrypted, unread]).with_columns(pl.col("count").cast(pl.Int64)).sort("session_key", "category")
     return shaped(frame, WORK_SCHEMAS["source_losses"])
 
 
