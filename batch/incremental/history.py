@@ -149,7 +149,8 @@ def check_keepable(out: Path) -> None:
     it holds whose sources are gone could not be kept."""
     if state_unreadable(out):
         raise OutputError(
-            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version, so the "
+            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version (or with "
+            "other table columns), so the "
             "sessions it holds whose sources are gone cannot be kept. Convert into a new --out, or convert again "
             "with --prune to rebuild it from the current inputs only."
         )

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
+import hashlib
 import json
 import os
 import re
@@ -39,6 +41,7 @@ from batch.output.catalog import CATALOG, write_catalog
 from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, STATE_LAYOUT, TEMPORARY_RE, WORK
 from batch.output.parts import PartWriter
 from batch.schema import TABLES, Table
+from batch.schema.work import WORK_SCHEMAS
 from batch.version import FORMAT_NAME, PRODUCER, VERSION
 
 try:  # POSIX; elsewhere a run cannot tell a live run folder from a stale one and leaves both
@@ -133,7 +136,8 @@ class Output:
 
     def write_state(self, state: dict) -> None:
         """Record what an incremental run needs to reuse this output's batches (docs/asr-tables.md)."""
-        state = {"producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, **state}
+        state = {"producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
+                 **state}
         (self.tmp / STATE).write_text(json.dumps(state, separators=(",", ":")) + "\n", encoding="utf-8")
 
     def glob(self, table: str, *, work: bool = False) -> str:
@@ -228,7 +232,15 @@ def read_state(out: Path) -> dict | None:
         return None
     if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
         return None
-    return state if state.get("layout") == STATE_LAYOUT else None
+    return state if state.get("layout") == STATE_LAYOUT and state.get("tables") == tables_digest() else None
+
+
+@functools.cache
+def tables_digest() -> str:
+    """A digest of every table's columns and types, the work tables' included: a state written with
+    other columns is another version's (its parts would be reused beside parts of other columns)."""
+    schemas = [f"{t.name}: {t.schema}" for t in TABLES] + [f"_work/{n}: {s}" for n, s in sorted(WORK_SCHEMAS.items())]
+    return hashlib.sha256("\n".join(schemas).encode()).hexdigest()[:16]
 
 
 def state_unreadable(out: Path) -> bool:

@@ -273,11 +273,17 @@ def test_a_kept_session_whose_parts_were_removed_is_refused_with_a_fix(sample, t
     assert_same_as_full(sample, out, tmp_path)
 
 
-def test_an_output_whose_state_cannot_be_read_is_refused_unless_pruned(sample, tmp_path):
+@pytest.mark.parametrize("written_by", [
+    {"producer": {"name": "asr-batch", "version": "0.0.1"}},
+    # the same version with other table columns: its parts would be reused beside parts of other columns
+    {"tables": "0000000000000000"},
+])
+def test_an_output_whose_state_cannot_be_read_is_refused_unless_pruned(sample, tmp_path, written_by):
     out = tmp_path / "out"
     batch.convert([sample], out)
     state = json.loads((out / "_reuse.json").read_text())
-    (out / "_reuse.json").write_text(json.dumps({**state, "producer": {"name": "asr-batch", "version": "0.0.1"}}))
+    assert len(state["tables"]) == 16
+    (out / "_reuse.json").write_text(json.dumps({**state, **written_by}))
     with pytest.raises(OutputError, match="--prune"):
         batch.convert([sample], out)
     batch.convert([sample], out, prune=True)
