@@ -373,7 +373,8 @@ SESSION_EVENTS = Table(
         _c("event_kind", STR, "session_info or config_change"),
         _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode, mode, "
            "or state (running, idle, ended: Entire TurnStart, TurnEnd, SessionEnd; running, idle: Codex "
-           "task_started, task_complete or turn_aborted)"),
+           "task_started, task_complete or turn_aborted); a Codex turn_context's model, approval_policy, "
+           "sandbox_policy (its JSON when an object), reasoning_effort (effort) and cwd (config_change)"),
         _c("value", STR, "the new value"),
         _c("previous_value", STR, "the value it replaced in this stream (null for the first)"),
         _c("title_source", STR, "for titles: model (ai-title), user (custom-title) or summary (a summary of this stream's leaf)"),

@@ -85,6 +85,12 @@ fields as (
         p.git.branch as git_branch,
         p.forked_from_id as forked_from_id,
         case when line_type = 'turn_context' then p.model end as context_model,
+        -- the settings a turn_context records (§4): config changes where they change (tables.session_events)
+        case when line_type = 'turn_context' then p.approval_policy end as context_approval_policy,
+        case when line_type = 'turn_context' then
+            case when starts_with(p.sandbox_policy, '"') then p.sandbox_policy ->> '$' else json(p.sandbox_policy) end
+        end as context_sandbox_policy,
+        case when line_type = 'turn_context' then p.effort end as context_effort,
         case when line_type = 'turn_context' or p.type in ('task_started', 'turn_started') then p.turn_id end as turn_id,
         -- the turn a turn's end names (§8): its own record's turn, not carried to the lines after it
         case when line_type = 'event_msg' and p.type in ('task_complete', 'turn_complete', 'turn_aborted')

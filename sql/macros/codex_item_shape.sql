@@ -6,6 +6,7 @@ create or replace temp macro codex_item_shape() as '{
     "type": "VARCHAR", "role": "VARCHAR", "id": "VARCHAR", "timestamp": "VARCHAR", "cwd": "VARCHAR",
     "originator": "VARCHAR", "cli_version": "VARCHAR", "model_provider": "VARCHAR",
     "git": {"branch": "VARCHAR"}, "forked_from_id": "VARCHAR", "model": "VARCHAR", "turn_id": "VARCHAR",
+    "approval_policy": "VARCHAR", "sandbox_policy": "JSON", "effort": "VARCHAR",
     "call_id": "VARCHAR", "name": "VARCHAR", "arguments": "VARCHAR", "input": "VARCHAR", "action": "JSON",
     "status": "VARCHAR", "output": "JSON", "message": "VARCHAR", "text": "VARCHAR", "new_thread_id": "VARCHAR",
     "content": [{"type": "VARCHAR", "text": "VARCHAR", "image_url": "VARCHAR"}],

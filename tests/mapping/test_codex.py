@@ -581,3 +581,40 @@ def test_turn_starts_and_ends_are_records_with_their_turn_and_state(tables):
     big = rows(tables["records"], session_key=session_id(BIG))
     assert rows(big, kind="turn_stats").height == sum(
         (o.get("payload") or {}).get("type") == "task_complete" for o in load(BIG))
+
+
+CONTEXT_SETTINGS = {"model": "model", "approval_policy": "approval_policy", "sandbox_policy": "sandbox_policy",
+                    "reasoning_effort": "effort", "cwd": "cwd"}
+
+
+def test_turn_context_settings_are_config_changes_where_they_change(tables):
+    # Codex writes a turn_context before every request or turn: each setting is an event only where
+    # its value differs from the one before it in the file (the first is a change from nothing)
+    seen_change = False
+    for path in REAL:
+        objs = load(path)
+        last, expected = {}, []
+        for n, o in enumerate(objs, 1):
+            if o["type"] != "turn_context":
+                continue
+            for field, key in CONTEXT_SETTINGS.items():
+                value = o["payload"].get(key)
+                if value is None:
+                    continue
+                if value != last.get(field):
+                    expected.append((n, field, value, last.get(field)))
+                last[field] = value
+        assert expected, path.name
+        seen_change |= any(prev is not None for *_, prev in expected)
+        recs = rows(tables["records"], session_key=session_id(path)).select("record_id", "source_line")
+        events = rows(tables["session_events"], session_key=session_id(path), event_kind="config_change").join(
+            recs, on="record_id").sort("source_line", "field")
+
+        def native(text):  # a sandbox policy object is kept as JSON, a string as itself
+            return json.loads(text) if text is not None and text.startswith("{") else text
+
+        got = [(n, f, native(v), native(p)) for n, f, v, p in
+               events.select("source_line", "field", "value", "previous_value").iter_rows()]
+        assert got == sorted(expected, key=lambda e: (e[0], e[1])), path.name
+        assert set(events["native_type"]) == {"turn_context"}
+    assert seen_change  # the real 0.104 session changes its reasoning effort mid-session

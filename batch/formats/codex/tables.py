@@ -112,21 +112,37 @@ def compactions(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     return shaped(frame, COMPACTIONS.schema)
 
 
+# turn_context settings that are config changes (reference §4), by session_events.field
+CONTEXT_FIELDS = {
+    "model": "context_model", "approval_policy": "context_approval_policy",
+    "sandbox_policy": "context_sandbox_policy", "reasoning_effort": "context_effort", "cwd": "cwd",
+}
+
+
 def session_events(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     """Turn starts and ends as the state running and idle (classify.TURN_STARTS, TURN_ENDS), as an Entire
-    TurnStart and TurnEnd set it: in file order, a state repeating the one before it is no change."""
+    TurnStart and TurnEnd set it; the settings of each turn_context (CONTEXT_FIELDS) as config changes.
+    In file order, per field, a value repeating the one before it is no change (Codex writes a
+    turn_context before every request or turn, mostly the same)."""
     states = {**TURN_STARTS, **TURN_ENDS}
     turns = every.filter(
         pl.col("is_record") & (pl.col("line_type") == "event_msg") & pl.col("payload_type").is_in(list(states))
-    ).select("record_id", "payload_type", native="text")
+    ).select("record_id", event_kind=pl.lit("session_info"), field=pl.lit("state"),
+             value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String), native="text")
+    contexts = every.filter(pl.col("is_record") & (pl.col("line_type") == "turn_context")).select(
+        "record_id", native="text", **{field: column for field, column in CONTEXT_FIELDS.items()},
+    ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").filter(
+        pl.col("value").is_not_null()
+    ).select("record_id", event_kind=pl.lit("config_change"), field="field", value="value", native="native")
+    native_type = pl.when(pl.col("event_kind") == "config_change").then(pl.lit("turn_context")).otherwise(pl.lit("event_msg"))
     frame = (
-        records.select("record_id", "session_key", "seq").join(turns, on="record_id")
-        .sort("session_key", "seq")
-        .with_columns(value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String))
-        .with_columns(previous_value=pl.col("value").shift(1).over("session_key"))
+        records.select("record_id", "session_key", "seq").join(pl.concat([turns, contexts]), on="record_id")
+        .sort("session_key", "field", "seq")
+        .with_columns(previous_value=pl.col("value").shift(1).over("session_key", "field"))
         .filter(pl.col("previous_value").is_null() | (pl.col("value") != pl.col("previous_value")))
-        .select("record_id", "session_key", "seq", event_kind=pl.lit("session_info"), field=pl.lit("state"),
-                value="value", previous_value="previous_value", native_type=pl.lit("event_msg"), native="native")
+        .sort("session_key", "seq", "field")
+        .select("record_id", "session_key", "seq", "event_kind", "field", "value", "previous_value",
+                native_type=native_type, native="native")
     )
     return shaped(frame, SESSION_EVENTS.schema)
 
