@@ -239,8 +239,9 @@ def read_state(out: Path) -> dict | None:
 def tables_digest() -> str:
     """A digest of every table's columns and types, the work tables' included: a state written with
     other columns is another version's (its parts would be reused beside parts of other columns)."""
-    schemas = [f"{t.name}: {t.schema}" for t in TABLES] + [f"_work/{n}: {s}" for n, s in sorted(WORK_SCHEMAS.items())]
-    return hashlib.sha256("\n".join(schemas).encode()).hexdigest()[:16]
+    schemas = [(t.name, t.schema) for t in TABLES] + [(f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items())]
+    text = "\n".join(f"{name}: " + ", ".join(f"{f.name} {f.type}" for f in schema) for name, schema in schemas)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def state_unreadable(out: Path) -> bool:
