@@ -33,9 +33,9 @@ SAMPLE = ROOT / "data" / "sample"
 
 
 def small_sample(dest: Path) -> Path:
-    """A copy of the demo sample at `dest` without its largest project, for speed: 5 session groups,
-    one with subagents."""
-    shutil.copytree(SAMPLE, dest, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads"))
+    """A copy of the demo sample's Claude Code transcripts at `dest` without its largest project, for
+    speed: 5 session groups, one with subagents (the Codex rollouts of codex/ left out)."""
+    shutil.copytree(SAMPLE, dest, ignore=shutil.ignore_patterns("-Users-gray-phantom-reads", "codex"))
     return dest
 
 

@@ -171,7 +171,8 @@ def test_the_json_integer_rule_is_spelled_once(name):
 
 
 def test_the_statements_with_large_results_are_declared_in_their_headers():
-    assert {name for name in sql.names() if sql.large(name)} == {"observations", "parts", "records_full", "tool_calls"}
+    assert {name for name in sql.names() if sql.large(name)} == {
+        "codex_lines", "observations", "parts", "records_full", "tool_calls"}
 
 
 def test_records_full_alone_holds_the_large_statements_until_the_release():
