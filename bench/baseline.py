@@ -99,6 +99,8 @@ def best(runs: list[dict]) -> dict:
         "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
         "all_seconds": [r["seconds"] for r in runs],
         "all_cpu_seconds": [r["cpu_seconds"] for r in runs],
+        # CPU seconds other processes took during each run: how loaded the machine was
+        "all_other_cpu_seconds": [r.get("other_cpu_seconds") for r in runs],
     }
 
 

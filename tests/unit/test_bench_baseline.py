@@ -28,6 +28,7 @@ def test_best_keeps_the_least_wall_and_cpu_and_the_highest_peak():
     assert best == {
         "seconds": 9.0, "cpu_seconds": 14.0, "user_cpu_seconds": 11.0, "system_cpu_seconds": 3.0,
         "peak_rss_mib": 820, "all_seconds": [10.0, 9.0], "all_cpu_seconds": [14.0, 15.0],
+        "all_other_cpu_seconds": [None, None],
     }
 
 
