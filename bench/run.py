@@ -373,8 +373,8 @@ def codex_speed(scratch: Path, size_mb: float, args: argparse.Namespace) -> dict
 
 def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> dict:
     """Convert the archive with commit `args.baseline` (bench/baseline.py) and with the checkout, alternated
-    (baseline, checkout, baseline, checkout; `--repeat` pairs when more than two), each into its own output; print both converters' figures,
-    the ratios against the targets and whether the two outputs hold the same rows."""
+    (baseline, checkout, baseline, checkout; `--repeat` pairs when more than two), each into its own output;
+    print both converters' figures, the ratios against the targets and whether both outputs hold the same rows."""
     ref = baseline_ref.build(args.baseline)
     outs = {"baseline": scratch / "baseline", "new": scratch / "new"}
     shutil.rmtree(scratch, ignore_errors=True)
@@ -391,7 +391,7 @@ def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> 
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     label = f"baseline {ref.commit[:7]}"
-    print(f"baseline  {label} (bench/baseline/{ref.commit}) and the checkout, alternated "
+    print(f"baseline  {ref.commit[:7]} (bench/baseline/{ref.commit}) and the checkout, alternated "
           f"{len(runs['new'])} times:")
     for line in baseline_ref.report(label, base, new):
         print(line)
