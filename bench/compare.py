@@ -1,10 +1,11 @@
 """Compare two asr-batch outputs table by table, row by row.
 
-    python bench/compare.py BEFORE AFTER [--show 5]
+    python bench/compare.py BEFORE AFTER [--show 5] [--exclude TABLE.COLUMN ...]
 
 For every table folder of either output, the work tables of `_work/` included, the rows of the columns
 both versions have are compared as multisets (a 64-bit hash of each whole row, counted on both sides),
-so the order of rows and of part files does not matter. Columns only one side has are named. When BEFORE has `parts.native` (the block's
+so the order of rows and of part files does not matter. Columns only one side has are named; `--exclude` leaves a
+column out of the comparison (one that differs between any two converts, such as `sessions.source_last_read_at`). When BEFORE has `parts.native` (the block's
 JSON, stored until `native_path` replaced it), every block is also rebuilt from AFTER through
 `parts.native_path` and compared with it. Prints one line per table and exits 1 when anything differs.
 """
@@ -40,10 +41,15 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def compare_table(con: duckdb.DuckDBPyConnection, name: str, before: str, after: str, show: int) -> bool:
+def compare_table(
+    con: duckdb.DuckDBPyConnection, name: str, before: str, after: str, show: int, exclude: frozenset[str] = frozenset(),
+) -> bool:
     cols_b = [c for c in con.execute("describe select * from read_parquet($g)", {"g": before}).fetchall()]
     cols_a = [c for c in con.execute("describe select * from read_parquet($g)", {"g": after}).fetchall()]
     names_b, names_a = [c[0] for c in cols_b], [c[0] for c in cols_a]
+    skipped = [c for c in names_b if f"{name}.{c}" in exclude]
+    names_b = [c for c in names_b if c not in skipped]
+    names_a = [c for c in names_a if f"{name}.{c}" not in exclude]
     common = [c for c in names_b if c in names_a]
     only_b = [c for c in names_b if c not in names_a]
     only_a = [c for c in names_a if c not in names_b]
@@ -70,6 +76,8 @@ def compare_table(con: duckdb.DuckDBPyConnection, name: str, before: str, after:
     note = ""
     if only_b or only_a:
         note = f"  (compared without: before only {only_b or '-'}, after only {only_a or '-'})"
+    if skipped:
+        note += f"  (excluded: {', '.join(skipped)})"
     print(f"{'same' if same else 'DIFF':4}  {name:26} {rows_b:>10,} / {rows_a:>10,} rows;"
           f" only before {only_before:,}, only after {only_after:,}{note}")
     if not same and show:
@@ -133,6 +141,8 @@ def main() -> int:
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     ap.add_argument("--show", type=int, default=3, help="rows to print per side of a table that differs")
+    ap.add_argument("--exclude", action="append", default=[], metavar="TABLE.COLUMN",
+                    help="leave this column out of the comparison (repeatable)")
     args = ap.parse_args()
     con = duckdb.connect()
     con.execute("set preserve_insertion_order = false")
@@ -143,7 +153,7 @@ def main() -> int:
             print(f"DIFF  {name:26} only in {'before' if name in tb else 'after'}")
             ok = False
             continue
-        ok &= compare_table(con, name, tb[name], ta[name], args.show)
+        ok &= compare_table(con, name, tb[name], ta[name], args.show, frozenset(args.exclude))
     if "parts" in tb and "parts" in ta and "native" in [c[0] for c in con.execute(
             "describe select * from read_parquet($g)", {"g": tb["parts"]}).fetchall()] and "native_path" in [
             c[0] for c in con.execute("describe select * from read_parquet($g)", {"g": ta["parts"]}).fetchall()]:

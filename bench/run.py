@@ -1,7 +1,7 @@
 """Benchmark `asr-batch convert` against a DuckDB scan of the same JSONL.
 
     python bench/run.py [--size-mb 2048] [--archive DIR] [--seed 0] [--keep] [--batch-mb N] [--workers N] [--floor]
-                        [--session-mb MIB] [--long-line-mb MIB] [--executors NAMES] [--codex-mb MIB]
+                        [--session-mb MIB] [--long-line-mb MIB] [--executors NAMES] [--codex-mb MIB] [--baseline REF]
 
 Generates a synthetic archive with bench/generate.py (or reuses one generated before with the
 same size and seed; `--archive` may also name any existing Claude Code projects folder), then
@@ -20,8 +20,10 @@ share of the full convert. With --session-mb, one session of that size built fro
 tool-result line of that size and the same session with a short line, their peaks and the long
 line's cost per byte (`long_line`). With --codex-mb, a Codex archive (bench/codex.py) and a Claude
 Code archive of that size converted alternately: each converter's MiB per CPU second and their
-ratio (`codex_speed`). The figures are also written to
-bench/results/.
+ratio (`codex_speed`). With --baseline, another commit of this repository installed in a virtual
+environment of its own (bench/baseline.py) and the checkout converted alternately, their wall, CPU
+and peak, the ratios and whether both outputs hold the same rows (`against_baseline`). The figures
+are also written to bench/results/.
 
 Without --keep, the converted output is deleted at the end, and so is the archive if this run
 generated it. An archive given with --archive that existed before is never deleted.
@@ -43,6 +45,7 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import baseline as baseline_ref  # noqa: E402
 import codex  # noqa: E402
 import generate  # noqa: E402
 import session  # noqa: E402
@@ -266,8 +269,9 @@ def wait_idle(limit: float) -> None:
 
 def convert(
     archive: Path, out: Path, batch_mb: int | None, workers: int | None, *, full: bool = True, executor: str | None = None,
+    command: list[str] | None = None, env: dict[str, str] | None = None,
 ) -> dict:
-    cmd = [*converter_command(), "convert", str(archive), "--out", str(out), "--quiet", *(["--full"] if full else [])]
+    cmd = [*(command or converter_command()), "convert", str(archive), "--out", str(out), "--quiet", *(["--full"] if full else [])]
     if executor:
         cmd += ["--executor", executor]
     if batch_mb:
@@ -275,7 +279,7 @@ def convert(
     if workers:
         cmd += ["--workers", str(workers)]
     busy_before = busy_cpu_seconds()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, text=True, check=False, env=env)
     busy_after = busy_cpu_seconds()
     if proc.returncode != 0:
         raise SystemExit(f"wrapper failed with exit code {proc.returncode}")
@@ -365,6 +369,39 @@ def codex_speed(scratch: Path, size_mb: float, args: argparse.Namespace) -> dict
         return {**result, "ratio": ratio}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> dict:
+    """Convert the archive with commit `args.baseline` (bench/baseline.py) and with the checkout, alternated
+    (baseline, checkout, baseline, checkout; `--repeat` pairs when more than two), each into its own output;
+    print both converters' figures, the ratios against the targets and whether both outputs hold the same rows."""
+    ref = baseline_ref.build(args.baseline)
+    outs = {"baseline": scratch / "baseline", "new": scratch / "new"}
+    shutil.rmtree(scratch, ignore_errors=True)
+    runs: dict[str, list[dict]] = {name: [] for name in outs}
+    try:
+        for name in baseline_ref.order(max(2, args.repeat)):
+            if args.wait_idle:
+                wait_idle(args.wait_idle)
+            shutil.rmtree(outs[name], ignore_errors=True)
+            kw = {"command": ref.command, "env": ref.env} if name == "baseline" else {}
+            runs[name].append(convert(archive, outs[name], args.batch_mb, args.workers, **kw))
+        base, new = baseline_ref.best(runs["baseline"]), baseline_ref.best(runs["new"])
+        same, differ = baseline_ref.compare(outs["baseline"], outs["new"])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    label = f"baseline {ref.commit[:7]}"
+    print(f"baseline  {ref.commit[:7]} (bench/baseline/{ref.commit}) and the checkout, alternated "
+          f"{len(runs['new'])} times:")
+    for line in baseline_ref.report(label, base, new):
+        print(line)
+    excluded = ", ".join(baseline_ref.EXCLUDE)
+    print(f"          outputs (bench/compare.py, without {excluded}): "
+          + ("identical" if same else f"DIFFERENT in {len(differ)} tables"))
+    for line in differ:
+        print(f"            {line}")
+    return {"commit": ref.commit, "baseline": base, "new": new, "ratios": baseline_ref.ratios(base, new),
+            "target": baseline_ref.TARGET, "identical": same, "differences": differ, "excluded": list(baseline_ref.EXCLUDE)}
 
 
 def main_transcripts(archive: Path) -> list[Path]:
@@ -656,6 +693,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--codex-mb", type=float, default=0, metavar="MIB",
                     help="also convert a Codex archive and a Claude Code archive of MIB each, alternated: MiB per CPU "
                          "second of each converter and their ratio")
+    ap.add_argument("--baseline", metavar="REF",
+                    help="also convert with commit REF of this repository (its own virtual environment, kept under "
+                         "bench/baseline/) alternated with the checkout: both converters' figures and their ratios")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
 
@@ -760,6 +800,7 @@ def main(argv: list[str] | None = None) -> None:
             least["output_bound_cpu_seconds"] = bound
             least["convert_output_bound_cpu_ratio"] = conv["cpu_seconds"] / bound
 
+        versus = against_baseline(archive, out.parent / f"baseline-{size_tag}", args) if args.baseline else None
         by_executor = executor_runs(archive, out, args) if args.executors else None
         agents = codex_speed(out.parent / "agents", args.codex_mb, args) if args.codex_mb else None
 
@@ -799,6 +840,7 @@ def main(argv: list[str] | None = None) -> None:
             "long_line": line,
             "executors": by_executor,
             "agents": agents,
+            "against_baseline": versus,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],
