@@ -33,19 +33,27 @@ def sanitized(raw: bytes) -> bytes:
     return ("\n".join(out) + "\n").encode()
 
 
+def checkpointed(path, sid: str, full: bytes):
+    """A repository whose v1 branch holds one checkpoint (CID) of the Codex session `sid`, its
+    full.jsonl `full`."""
+    work = init(path)
+    base = f"{CID[:2]}/{CID[2:]}"
+    commit(work, "refs/heads/entire/checkpoints/v1", {
+        f"{base}/metadata.json": root_meta(CID, ["0"], base=base),
+        f"{base}/0/metadata.json": meta(session_id=sid, checkpoint_id=CID, agent="Codex",
+                                        created_at="2026-02-23T20:40:00Z"),
+        f"{base}/0/full.jsonl": full,
+        f"{base}/0/content_hash.txt": sha256(full).encode(),
+    }, f"Checkpoint: {CID}")
+    return work
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     base = tmp_path_factory.mktemp("entire-codex")
-    work = init(base / "work")
     full = sanitized(ROLLOUT.read_bytes())
     sid = json.loads(full.split(b"\n", 1)[0])["payload"]["id"]
-    commit(work, "refs/heads/entire/checkpoints/v1", {
-        f"{CID[:2]}/{CID[2:]}/metadata.json": root_meta(CID, ["0"], base=f"{CID[:2]}/{CID[2:]}"),
-        f"{CID[:2]}/{CID[2:]}/0/metadata.json": meta(session_id=sid, checkpoint_id=CID, agent="Codex",
-                                                     created_at="2026-02-23T20:40:00Z"),
-        f"{CID[:2]}/{CID[2:]}/0/full.jsonl": full,
-        f"{CID[:2]}/{CID[2:]}/0/content_hash.txt": sha256(full).encode(),
-    }, f"Checkpoint: {CID}")
+    work = checkpointed(base / "work", sid, full)
     out = base / "out"
     batch.convert([work], out)
     return sid, full, read_tables(out)
@@ -79,14 +87,7 @@ def test_a_session_held_as_a_file_and_by_a_checkpoint_is_one_session(converted, 
     """The rollout in ~/.codex/sessions and its redacted copy in the checkpoint: one session, its
     records from the file (full), every line of the copy a duplicate of the record at its position."""
     sid, full, _ = converted
-    work = init(tmp_path / "work")
-    commit(work, "refs/heads/entire/checkpoints/v1", {
-        f"{CID[:2]}/{CID[2:]}/metadata.json": root_meta(CID, ["0"], base=f"{CID[:2]}/{CID[2:]}"),
-        f"{CID[:2]}/{CID[2:]}/0/metadata.json": meta(session_id=sid, checkpoint_id=CID, agent="Codex",
-                                                     created_at="2026-02-23T20:40:00Z"),
-        f"{CID[:2]}/{CID[2:]}/0/full.jsonl": full,
-        f"{CID[:2]}/{CID[2:]}/0/content_hash.txt": sha256(full).encode(),
-    }, f"Checkpoint: {CID}")
+    work = checkpointed(tmp_path / "work", sid, full)
     day = tmp_path / "sessions" / "2026" / "02" / "23"
     day.mkdir(parents=True)
     (day / ROLLOUT.name).write_bytes(ROLLOUT.read_bytes())

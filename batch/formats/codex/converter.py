@@ -51,18 +51,19 @@ def convert(
         )
     )
     records = tables.records(every)
+    calls = tables.calls(every)
     out = {
         "records": records,
         "parts": tables.parts(every, blocks),
         "compactions": tables.compactions(records, every),
         "source_lines": tables.source_lines(every),
         "rejects": tables.rejects(every),
-        "tool_calls": tables.tool_calls(every),
+        "tool_calls": tables.tool_calls(calls),
         "session_events": tables.session_events(records, every),
         "inference_candidates": tables.inference_candidates(every),
         "session_streams": tables.session_streams(every, streams),
         "lineage_evidence": tables.lineage_evidence(every),
-        "source_losses": tables.source_losses(every),
+        "source_losses": tables.source_losses(every, calls),
     }
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None

@@ -130,7 +130,7 @@ def session_events(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     ).select("record_id", event_kind=pl.lit("session_info"), field=pl.lit("state"),
              value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String), native="text")
     contexts = every.filter(pl.col("is_record") & (pl.col("line_type") == "turn_context")).select(
-        "record_id", native="text", **{field: column for field, column in CONTEXT_FIELDS.items()},
+        "record_id", native="text", **CONTEXT_FIELDS,
     ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").filter(
         pl.col("value").is_not_null()
     ).select("record_id", event_kind=pl.lit("config_change"), field="field", value="value", native="native")
@@ -167,17 +167,18 @@ def rejects(every: pl.DataFrame) -> pl.DataFrame:
     return shaped(bad, REJECTS.schema)
 
 
-def tool_calls(every: pl.DataFrame) -> pl.DataFrame:
-    """Model calls joined with their first output on call_id in the same stream (a web search has no
+def tool_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `calls`: model calls joined with their first output on call_id in the same stream (a web search has no
     call_id and no output: its position stands in for the call ID), and with the first exec_command_end
     event of that call_id (extended files). The exit code and run time come from the event, else from
     the output's text (codex_lines.sql: an old shell output's metadata, else its header lines); a
     nonzero exit code is an error, as a failed Bash call is (is_error)."""
-    return shaped(_calls(every).drop("still_running"), TOOL_CALLS.schema)
+    return shaped(calls.drop("still_running"), TOOL_CALLS.schema)
 
 
-def _calls(every: pl.DataFrame) -> pl.DataFrame:
-    """tool_calls' rows, with still_running (the output says the process outlived the call) for the loss."""
+def calls(every: pl.DataFrame) -> pl.DataFrame:
+    """tool_calls' rows, with still_running (the output says the process outlived the call) for the
+    loss; built once per batch, for both."""
     kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
     calls = kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
@@ -338,12 +339,12 @@ def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
     return frame.unique(maintain_order=True)
 
 
-def source_losses(every: pl.DataFrame) -> pl.DataFrame:
+def source_losses(every: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Encrypted reasoning; shell calls with an output but no exit code read from it or from an
     exec_command_end (a process still running when the call returned has none yet: not counted)."""
     encrypted = every.filter(pl.col("is_record") & pl.col("has_encrypted")).group_by("session_key").len("count") \
         .select("session_key", category=pl.lit("reasoning_encrypted"), detail=pl.lit(ENCRYPTED_DETAIL), count="count")
-    unread = _calls(every).filter(
+    unread = calls.filter(
         (pl.col("tool_kind") == "execute") & pl.col("result_record_id").is_not_null() & pl.col("exit_code").is_null()
         & ~pl.col("still_running").fill_null(False)
     ).group_by("session_key").len("count").select(
