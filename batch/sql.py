@@ -5,8 +5,9 @@ Its header names the relations it reads (`-- reads: a, b`): other files of sql/,
 registers on the connection (`register`). `order` derives the order of the files from those headers.
 The files may call the macros of sql/macros/, which `define_macros` creates on a connection first.
 A file whose result and working memory are large next to its batch says so (`-- result: large`):
-`frame` fetches it without a second copy of the rows, and runs one such statement at a time. From a
-file that says `-- hold: until release` on, a batch runs those statements alone until `release`. A file
+`frame` fetches it without a second copy of the rows, and runs one such statement at a time; one that
+says `-- result: large, concurrent` (the envelope decode) runs beside them. From a file that says
+`-- hold: until release` on, a batch runs the others alone until `release`. A file
 may declare the order of its rows instead of ending in ORDER BY (`-- order: a, b`, see `sorted_by`).
 """
 
@@ -16,7 +17,7 @@ import re
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cache
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def define_macros(con: duckdb.DuckDBPyConnection) -> None:
 
 
 _READS = re.compile(r"^--\s*reads:[ \t]*(.*)$", re.MULTILINE)
-_LARGE = re.compile(r"^--\s*result:[ \t]*large[ \t]*$", re.MULTILINE)
+_LARGE = re.compile(r"^--\s*result:[ \t]*large(,[ \t]*concurrent)?[ \t]*$", re.MULTILINE)
 _ORDER = re.compile(r"^--\s*order:[ \t]*(.*)$", re.MULTILINE)
 # Held while a statement with a large result runs (`frame`): batches converted at once (one
 # connection each) do not reach their largest statements at the same time.
@@ -121,6 +122,14 @@ def reads(name: str) -> tuple[str, ...]:
 def large(name: str) -> bool:
     """Whether sql/<stage>/<name>.sql declares a large result (`-- result: large`)."""
     return _LARGE.search(load(name)) is not None
+
+
+@cache
+def concurrent(name: str) -> bool:
+    """Whether sql/<stage>/<name>.sql declares a large result that runs beside the other large
+    statements and holds (`-- result: large, concurrent`; docs/decisions/002-two-batches.md)."""
+    match = _LARGE.search(load(name))
+    return match is not None and match.group(1) is not None
 
 
 @cache
@@ -291,8 +300,9 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     to Arrow: two copies of the rows at once. A statement whose result is large (`-- result: large`)
     is therefore run as a relation, whose query writes Arrow itself; binding it twice costs less
     than that copy. One such statement runs at a time in the process, so that two batches' largest
-    statements do not add up (docs/decisions/003-large-statements.md); a file that says
-    `-- hold: until release` starts a `hold`.
+    statements do not add up (docs/decisions/003-large-statements.md), but for a file that says
+    `-- result: large, concurrent`, which runs at any time; a file that says `-- hold: until release`
+    starts a `hold`.
     """
     if held(name):
         hold()
@@ -300,7 +310,7 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
         if not large(name):
             result = pl.from_arrow(con.execute(load(name), params or {}).to_arrow_table())
         else:
-            with _ONE_LARGE:
+            with nullcontext() if concurrent(name) else _ONE_LARGE:
                 result = pl.from_arrow(con.sql(load(name), params=params).to_arrow_table())
     except duckdb.Error as exc:
         raise SqlError(f"{shown(name)} failed: {exc}") from exc

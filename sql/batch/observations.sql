@@ -14,7 +14,9 @@
 -- present in any other form is null here and listed in number_faults ("<field>=<JSON>"), which
 -- number_faults.sql turns into a declared loss naming field and position.
 -- reads: batch_files, batch_objects
--- result: large
+-- result: large, concurrent
+-- (it runs while another batch holds the large statements: its working memory is one slice's,
+-- docs/decisions/002-two-batches.md)
 with objects as (
     select * from batch_objects
 ),

@@ -285,3 +285,51 @@ def test_a_declared_order_is_the_order_of_every_way_to_run_a_file(monkeypatch):
     assert framed.equals(expected)
     assert related.equals(expected)
     assert materialized.equals(expected)
+
+
+def test_only_the_envelope_decode_runs_beside_the_other_large_statements():
+    assert {name for name in sql.names() if sql.concurrent(name)} == {"observations"}
+
+
+def test_a_concurrent_large_statement_runs_while_another_thread_holds(monkeypatch):
+    texts = {
+        "held": "-- reads:\n-- result: large\n-- hold: until release\nselect 1 as x\n",
+        "decode": "-- reads:\n-- result: large, concurrent\nselect 3 as x\n",
+        "large": "-- reads:\n-- result: large\nselect 4 as x\n",
+    }
+    monkeypatch.setattr(sql, "load", lambda name: texts[name])
+    for cached in (sql.large, sql.concurrent, sql.held, sql.sorted_by):
+        cached.cache_clear()
+    held, results = threading.Event(), {}
+
+    def holder() -> None:
+        con = duckdb.connect()
+        with sql.holds():
+            sql.frame(con, "held")
+            held.set()
+            release.wait(timeout=60)  # the other thread's statements run meanwhile
+            sql.release(con)
+
+    def other(name: str) -> None:
+        results[name] = sql.frame(duckdb.connect(), name).item()
+
+    release = threading.Event()
+    try:
+        assert sql.large("decode") and sql.concurrent("decode") and not sql.concurrent("large")
+        thread = threading.Thread(target=holder)
+        thread.start()
+        assert held.wait(timeout=60)
+        decode, large = threading.Thread(target=other, args=("decode",)), threading.Thread(target=other, args=("large",))
+        decode.start()
+        large.start()
+        decode.join(timeout=60)
+        large.join(timeout=1)  # a lock that let it through would let it finish by now
+        assert results == {"decode": 3}  # the decode ran during the hold, the other large statement waits
+        release.set()
+        thread.join(timeout=60)
+        large.join(timeout=60)
+        assert results == {"decode": 3, "large": 4}
+    finally:
+        release.set()
+        for cached in (sql.large, sql.concurrent, sql.held, sql.sorted_by):
+            cached.cache_clear()
