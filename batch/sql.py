@@ -97,8 +97,9 @@ _ORDER = re.compile(r"^--\s*order:[ \t]*(.*)$", re.MULTILINE)
 # Held while a statement with a large result runs (`frame`): batches converted at once (one
 # connection each) do not reach their largest statements at the same time.
 # A batch holds it from the statement of a file with `-- hold: until release` (records_full) to its
-# `release`: then neither the other batch's largest statements nor its envelope decode meet this
-# batch's frames at their largest (docs/decisions/002-two-batches.md).
+# `release`: then the other batch's largest statements do not meet this batch's frames at their
+# largest; its envelope decode (`-- result: large, concurrent`) does, and keeps both CPUs busy
+# (docs/decisions/002-two-batches.md).
 _ONE_LARGE = threading.RLock()
 _HOLD = re.compile(r"^--\s*hold:[ \t]*until release[ \t]*$", re.MULTILINE)
 _holding = threading.local()
