@@ -553,7 +553,8 @@ PROFILER = r"""
 import collections, inspect, sys, time
 from pathlib import Path
 import batch.pipeline as P, batch.sql as S, batch.output.folder as W, batch.output.parts as B
-import batch.formats.claude_code as C, batch.formats.lines as L
+import batch.formats.lines as L
+from batch.formats.claude_code import converter, narrow, pass1, pass2, store
 
 def status():
     out = {}
@@ -603,9 +604,9 @@ W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W
 B.BatchFiles.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", B.BatchFiles.write_work)
 W.Output.commit = timed(lambda self: "commit", W.Output.commit)
 B.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", B.PartWriter.append)
-# the functions the pipeline, the Claude Code converter and the line reader call (named by their
-# module), but not the sha256, which runs on a thread of its own beside the other steps
-for module in (P, C, L):
+# the functions the pipeline, the Claude Code converter's modules and the line reader call (named by
+# their module), but not the sha256, which runs on a thread of its own beside the other steps
+for module in (P, converter, narrow, pass1, pass2, store, L):
     for name, fn in list(vars(module).items()):
         if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
             label = f"{fn.__module__.removeprefix('batch.')}.{fn.__name__}()"
