@@ -61,11 +61,15 @@ decoded as (
     from objects as o
 ),
 
--- one parse of message.content for its string value, first block type and first block text
+-- one parse of message.content: a string's value, or an array's blocks with the fields read below
+-- (the first block's type and text, the tool blocks' keys)
 headed as (
     select
         *,
-        json_extract_string(e.message.content, ['$', '$[0].type', '$[0].text']) as content_heads,
+        case when left(e.message.content, 1) = '"' then json_extract_string(e.message.content, '$') end as content_string,
+        case when left(e.message.content, 1) = '[' then json_transform(e.message.content, '[{
+            "type": "VARCHAR", "text": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR", "name": "VARCHAR"
+        }]') end as content_blocks,
         json_extract(e.message.usage, [
             '$.input_tokens', '$.output_tokens', '$.cache_creation_input_tokens', '$.cache_read_input_tokens',
             '$.cache_creation.ephemeral_5m_input_tokens', '$.cache_creation.ephemeral_1h_input_tokens'
@@ -81,8 +85,8 @@ headed_text as (
     select
         *,
         case
-            when left(e.message.content, 1) = '[' then case content_heads[2]
-                when 'text' then content_heads[3]
+            when left(e.message.content, 1) = '[' then case content_blocks[1].type
+                when 'text' then content_blocks[1].text
                 when 'thinking' then case when contains(e.message.content, '<bash-')
                     then json_extract_string(e.message.content, '$[0].thinking') end
                 when 'tool_result' then case when contains(e.message.content, '<bash-') then
@@ -91,7 +95,7 @@ headed_text as (
                         when 'ARRAY' then array_to_string(json_extract_string(e.message.content, '$[0].content[*].text'), chr(10))
                     end end
             end
-            when left(e.message.content, 1) = '"' then content_heads[1]
+            when left(e.message.content, 1) = '"' then content_string
             when e.message.content is null and e.type = 'system' and json_type(e.content) = 'VARCHAR'
                 then json_extract_string(e.content, '$')
             when e.type = 'attachment' and coalesce(e.subtype, e.attachment.type, e.data.type, e.operation) = 'hook_additional_context'
@@ -182,10 +186,10 @@ final as (
         -- decodes a block), with their index in the array: call_pairs.sql pairs the calls and results
         -- of a session from them. A content without the text `tool_use` (a substring of both types,
         -- and of tool_use_id; the JSON value is written by DuckDB, with no escape in these names)
-        -- holds none, and is not parsed again.
+        -- holds none.
         case when left(e.message.content, 1) = '[' and contains(e.message.content, 'tool_use') then list_filter(
             list_transform(
-                json_transform(e.message.content, '[{"type": "VARCHAR", "id": "VARCHAR", "tool_use_id": "VARCHAR", "name": "VARCHAR"}]'),
+                d.content_blocks,
                 lambda b, i: {'block_index': (i - 1)::integer, 'type': b.type, 'call_id': coalesce(b.id, b.tool_use_id), 'tool_name': b.name}
             ),
             lambda b: b.type in ('tool_use', 'tool_result') and b.call_id is not null
@@ -217,8 +221,8 @@ final as (
         -- content is JSON as DuckDB writes it (no leading space): its first character is its type
         case left(e.message.content, 1) when '[' then 'ARRAY' when '"' then 'VARCHAR' when '{' then 'OBJECT' end
             as content_type,
-        d.content_heads[2] as first_block_type,
-        left(case when left(e.message.content, 1) = '"' then d.content_heads[1] else d.content_heads[3] end, 256)
+        d.content_blocks[1].type as first_block_type,
+        left(case when left(e.message.content, 1) = '"' then d.content_string else d.content_blocks[1].text end, 256)
             as text_head,
         d.usage_counts[1] as input_tokens,
         d.usage_counts[2] as output_tokens,

@@ -176,9 +176,9 @@ shaped as (
         b.input as tool_input,
         b.is_error,
         b.source.media_type as media_type,
-        d.is_attachment_data
-            and len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
-            as is_empty_data,
+        case when d.is_attachment_data
+            then len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
+            else false end as is_empty_data,
         d.display_content,
         d.source_file,
         d.line as source_line,
