@@ -176,6 +176,7 @@ shaped as (
         b.input as tool_input,
         b.is_error,
         b.source.media_type as media_type,
+        -- a CASE, not an AND: in a select list DuckDB computes both operands of AND (decisions/012)
         case when d.is_attachment_data
             then len(json_keys(d.block)) = case when (d.block->'$.type') is not null then 1 else 0 end
             else false end as is_empty_data,
