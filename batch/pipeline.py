@@ -23,9 +23,11 @@ from batch.run.memory import (
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
+from batch.output import upgrade
 from batch.output.folder import (
-    Output, fault, finish_interrupted_swap, forget_manifest, lock_output, read_state,
+    Output, fault, finish_interrupted_swap, forget_manifest, lock_output,
 )
+from batch.output.layout import WORK
 from batch.sources.base import Unit, batches
 
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
@@ -121,8 +123,12 @@ def _convert(
     if finished is not None:
         warn(f"{out} was missing: the output of a run interrupted while it replaced it ({finished.name}) is {out} again.")
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
-    # (and, even with --full, which groups the output holds: those no input provides are kept)
-    previous = read_state(out)
+    # (and, even with --full, which groups the output holds: those no input provides are kept).
+    # An output written before a work table was added gets it from its own parts first: else its
+    # state is another version's, and the sessions it holds whose sources are gone could not be kept.
+    previous, derived = upgrade.read_upgraded_state(out)
+    if derived:
+        warn(f"{out} was written before {', '.join(f'{WORK}/{n}' for n in derived)} existed: derived from its parts.")
     if previous is None and not options.prune:
         history.check_keepable(out)
     fresh = options.verify or options.full

@@ -120,6 +120,18 @@ class Output:
                     continue
                 self.link(source, table, part, work=work)
 
+    def reuse_whole(self) -> None:
+        """Hard-link (else copy) every part of the previous output, its manifest and its catalog
+        into this run's folder: the output as it is, to which a run adds (batch/output/upgrade.py)."""
+        for names, work in (([t.name for t in TABLES], False), (list(WORK_SCHEMAS), True)):
+            for table in names:
+                folder = self.out / WORK / table if work else self.out / table
+                for source in sorted(folder.glob("part-*.parquet")):
+                    if PART_RE.match(source.name) and source.is_file() and not source.is_symlink():
+                        self.link(source, table, source.name[len("part-"):-len(".parquet")], work=work)
+        _link_or_copy(self.out / MANIFEST, self.tmp / MANIFEST)
+        self.reuse_catalog()
+
     def link(self, source: Path, table: str, part: str, *, work: bool = False) -> None:
         """Hard-link (else copy) the part file `source` of the previous output as this run's part `part` of `table`."""
         _link_or_copy(source, self.part(table, part, work=work))
@@ -222,6 +234,13 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def read_state(out: Path) -> dict | None:
     """The reuse state of the output folder `out`, when it is ours and was written by this version; only reads."""
+    state = read_state_of_layout(out)
+    return state if state is not None and state.get("tables") == tables_digest() else None
+
+
+def read_state_of_layout(out: Path) -> dict | None:
+    """The reuse state of the output folder `out`, when it is ours and of this version and layout,
+    whatever columns its tables have (`tables_digest`); only reads."""
     try:
         out = out.resolve()
         path = out / STATE
@@ -232,14 +251,17 @@ def read_state(out: Path) -> dict | None:
         return None
     if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
         return None
-    return state if state.get("layout") == STATE_LAYOUT and state.get("tables") == tables_digest() else None
+    return state if state.get("layout") == STATE_LAYOUT else None
 
 
 @functools.cache
-def tables_digest() -> str:
-    """A digest of every table's columns and types, the work tables' included: a state written with
-    other columns is another version's (its parts would be reused beside parts of other columns)."""
-    schemas = [(t.name, t.schema) for t in TABLES] + [(f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items())]
+def tables_digest(without: frozenset[str] = frozenset()) -> str:
+    """A digest of every table's columns and types, the work tables' included but those `without`: a
+    state written with other columns is another version's (its parts would be reused beside parts of
+    other columns), unless only work tables it can derive are missing (batch/output/upgrade.py)."""
+    schemas = [(t.name, t.schema) for t in TABLES] + [
+        (f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items()) if n not in without
+    ]
     text = "\n".join(f"{name}: " + ", ".join(f"{f.name} {f.type}" for f in schema) for name, schema in schemas)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

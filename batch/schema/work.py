@@ -34,6 +34,10 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
         [pa.field("session_key", STR), pa.field("source_file", STR), pa.field("line", I64), pa.field("position", STR),
          pa.field("field", STR), pa.field("native_value", STR)]
     ),
+    # one row per summary line from which no title is derived: sql/batch/unowned_summaries.sql
+    "unowned_summaries": pa.schema(
+        [pa.field(n, STR) for n in ("record_id", "session_key", "value", "leaf_uuid", "source_file", "position")]
+    ),
     # losses found at the source (absent blobs, hash mismatches, ...), rows of the losses table
     "source_losses": LOSSES.schema,
 }

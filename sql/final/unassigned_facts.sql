@@ -3,12 +3,10 @@
 -- A summary line names the leaf it describes by leafUuid, and that leaf can belong to another
 -- session (claude-code-format.md 4.4): unless the leaf is in the same stream, the title is not
 -- this stream's. Its record stays in records (file accounting), but no title is derived from it.
--- reads: records, session_events
-with summaries as (
-    select * from records where native_type = 'summary'
-),
-
-owned as (
+-- Each batch lists its summary lines without a title (sql/batch/unowned_summaries.sql); a record
+-- another batch derives a title from is not listed.
+-- reads: session_events, unowned_summaries
+with owned as (
     select record_id from session_events where native_type = 'summary'
 ),
 
@@ -16,11 +14,11 @@ final as (
     select
         'session_info' as kind,
         'title' as field,
-        s.native->>'$.summary' as value,
-        s.native->>'$.leafUuid' as leaf_uuid,
+        s.value,
+        s.leaf_uuid,
         s.source_file,
         s.position,
-    from summaries as s
+    from unowned_summaries as s
     anti join owned as o using (record_id)
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,6 +231,64 @@ def test_a_state_of_another_layout_reuses_nothing(sample, tmp_path, layout):
     batch.convert([sample], out, prune=True)
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["session_groups_reused"] == 0 and summary["final_stage"] == "run"
+
+
+SUMMARIES = ROOT / "tests/fixtures/registry/core/summaries"  # a session whose summary lines name other sessions' leaves
+SUMMARIES_FILE = "-home-user-deploy/c0000000-0000-4000-8000-000000000001.jsonl"
+
+
+def _as_written_before(out: Path, work_table: str) -> None:
+    """Make `out` the output this version writes as it was written before `work_table` existed."""
+    shutil.rmtree(out / "_work" / work_table)
+    saved = _state(out)
+    for entry in saved["batches"]:
+        entry["work"] = [t for t in entry.get("work", []) if t != work_table]
+        entry.get("rows", {}).pop(f"_work/{work_table}", None)
+    saved["tables"] = batch.output.folder.tables_digest(frozenset({work_table}))
+    (out / "_reuse.json").write_text(json.dumps(saved))
+
+
+@pytest.mark.parametrize("batch_bytes", [1, None])
+def test_an_output_written_before_a_work_table_existed_is_upgraded_and_keeps_what_it_holds(sample, tmp_path, batch_bytes):
+    shutil.copytree(SUMMARIES, sample, dirs_exist_ok=True)
+    out, kw = tmp_path / "out", {"batch_bytes": batch_bytes} if batch_bytes else {}
+    batch.convert([sample], out, **kw)
+    unassigned = read_manifest(out)["_meta"]["com.anthropic.claude-code/unassigned"]
+    assert {"Kubernetes Ingress Debugging Session", "Release Notes Drafting"} <= {f["value"] for f in unassigned}
+    work = _work_tables(out)
+    assert work["unowned_summaries"].height == len(unassigned)
+    _as_written_before(out, "unowned_summaries")
+    records = out / "records"
+    before = {p.name: p.stat().st_ino for p in records.glob("*.parquet")}
+    (sample / SUMMARIES_FILE).unlink()  # its session is kept, and so are its unassigned facts
+    warned = []
+    batch.convert([sample], out, warn=warned.append, **kw)
+    assert [w for w in warned if "_work/unowned_summaries" in w] == [
+        f"{out.resolve()} was written before _work/unowned_summaries existed: derived from its parts."
+    ]
+    manifest = read_manifest(out)
+    assert manifest["_meta"]["com.anthropic.claude-code/unassigned"] == unassigned
+    assert manifest["reuse"]["session_groups_kept"] == 1
+    sessions = read_tables(out)["sessions"]
+    assert sessions.filter(pl.col("session_key") == SUMMARIES_FILE.split("/")[1][:-6])["source_present"].to_list() == [False]
+    # the upgraded output's work tables are those this version writes, and its parts the same files
+    for name, frame in _work_tables(out).items():
+        assert sorted_rows(frame).equals(sorted_rows(work[name])), name
+    assert {p.name: p.stat().st_ino for p in records.glob("*.parquet")} == before
+    assert _state(out)["tables"] == batch.output.folder.tables_digest()
+    # and it is reused as any output of this version: nothing changed, nothing converted
+    again = batch.convert([sample], out, warn=warned.append, **kw).manifest["reuse"]
+    assert again["session_groups_converted"] == 0 and again["final_stage"] == "reused"
+
+
+def test_an_output_whose_columns_differ_otherwise_is_not_upgraded(sample, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    saved = _state(out)
+    saved["tables"] = batch.output.folder.tables_digest(frozenset(WORK_SCHEMAS))  # lacks every work table
+    (out / "_reuse.json").write_text(json.dumps(saved))
+    with pytest.raises(OutputError, match="--prune"):
+        batch.convert([sample], out)
 
 
 def test_a_change_that_keeps_size_and_time_is_found_by_verify_only(sample, tmp_path):

@@ -1,0 +1,97 @@
+"""Bring an output written before a work table was added up to this version, so that a run reuses it.
+
+A work table that a batch's own output tables give (`DERIVED`) is derived for each batch of the
+output from its parts, by the statement that builds it in a batch (sql/batch/<name>.sql), its
+relations read from the batch's parts of the output tables. The upgrade is a run of its own: the
+previous output's parts, manifest and catalog are hard-linked into a run folder beside it, the
+derived parts and the new reuse state written there, and the folder swapped in (`Output.commit`).
+The output tables' rows, the manifest and the catalog stay as they were; a kill leaves the output
+as it was. Without the upgrade such an output could only be replaced (`--prune`), dropping the
+sessions whose sources are gone. docs/decisions/013-work-table-upgrade.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from batch import sql
+from batch.incremental import carving
+from batch.output.folder import Output, read_state, read_state_of_layout, tables_digest
+from batch.schema import TABLES_BY_NAME
+from batch.schema.work import WORK_SCHEMAS
+
+# Each work table an upgrade derives, with the output table each relation its statement reads is
+# read from where the two names differ (`records_full` is a batch's `records` with more columns).
+DERIVED: dict[str, dict[str, str]] = {
+    "unowned_summaries": {"records_full": "records"},
+}
+
+
+def read_upgraded_state(out: Path) -> tuple[dict | None, list[str]]:
+    """The reuse state of the output `out`, as `read_state` reads it, once the output is upgraded
+    when it lacks only work tables of `DERIVED`; and the names of the work tables derived."""
+    state = read_state_of_layout(out)
+    if state is None or state.get("tables") == tables_digest():
+        return state, []
+    names = next(
+        (set(names) for n in range(1, len(DERIVED) + 1) for names in itertools.combinations(sorted(DERIVED), n)
+         if state.get("tables") == tables_digest(frozenset(names))),
+        None,
+    )
+    if names is None:  # other columns: not an output this version can reuse
+        return None, []
+    _upgrade(out, state, names)
+    return read_state(out), sorted(names)
+
+
+def _upgrade(out: Path, state: dict, names: set[str]) -> None:
+    """Derive the work tables `names` for each batch of the output `out` (reuse state `state`) and
+    swap the upgraded output in."""
+    output = Output(out)
+    try:
+        output.reuse_whole()
+        con = duckdb.connect()
+        try:
+            sql.define_macros(con)
+            for batch in state.get("batches", []):
+                for name in sorted(names):
+                    _derive(con, output, batch, name)
+        finally:
+            con.close()
+        output.write_state({k: v for k, v in state.items() if k not in ("producer", "layout", "tables")})
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+
+
+def _derive(con: duckdb.DuckDBPyConnection, output: Output, batch: dict, name: str) -> None:
+    """Write the work table `name` of one batch of the previous output from its parts, and add it to
+    the batch's state entry (its `work`, and its rows per group when it records them)."""
+    tables = {relation: DERIVED[name].get(relation, relation) for relation in sql.reads(name)}
+    parts = {table: output.out / table / f"part-{batch['part']}.parquet" for table in tables.values()}
+    present = {table for table, path in parts.items() if table in batch.get("counts", {}) and path.is_file()}
+    if not present:  # a batch without any of the rows it reads (the run's own part of the scans' rows)
+        return
+    for relation, table in tables.items():
+        rows = con.read_parquet(str(parts[table])) if table in present else con.from_arrow(
+            TABLES_BY_NAME[table].schema.empty_table()
+        )
+        rows.create_view(relation, replace=True)
+    schema = WORK_SCHEMAS[name]
+    data = pl.from_arrow(sql.frame(con, name).to_arrow().select(schema.names).cast(schema))
+    output.write_work(name, data, batch["part"])
+    batch["work"] = sorted({*batch.get("work", []), name})  # as a task lists them
+    if "rows" in batch:
+        label = carving.part_label(name, True)
+        counter = carving.RowsByGroup(sorted(batch["groups"]))
+        counter.add(label, data)
+        rows = counter.result(carving.key_owners(batch["groups"], batch["inputs"], batch["skipped"], {}))
+        if rows is None:  # told from the parts' key columns when carved
+            del batch["rows"]
+        else:
+            batch["rows"][label] = rows[label]
