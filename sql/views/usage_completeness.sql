@@ -23,7 +23,9 @@ final as (
         coalesce(cast(sum(output_total_tokens) filter (where not usage_complete) as bigint), 0)
             / nullif(cast(sum(output_total_tokens) as bigint), 0) as output_lower_bound_share,
         sum(cost_usd) as cost_usd,
-        coalesce(sum(cost_usd) filter (where not usage_complete), 0) as cost_usd_lower_bound,
+        -- null where the cost is (an unpriced model: unpriced_models), not 0
+        case when sum(cost_usd) is not null
+            then coalesce(sum(cost_usd) filter (where not usage_complete), 0) end as cost_usd_lower_bound,
         coalesce(sum(cost_usd) filter (where not usage_complete), 0)
             / nullif(sum(cost_usd), 0) as cost_lower_bound_share,
     from costs

@@ -350,8 +350,9 @@ def test_usage_completeness_shows_the_lower_bound_share(con):
         (CC, "alpha-model", 2, 0, 0.0, 1, 107, 0, 0.0, r(1750e-6), 0.0, 0.0),  # i1 and i5
         (CC, "beta-model", 1, 1, 1.0, 0, 50, 50, 1.0, r(3560e-6), r(3560e-6), 1.0),
         (CODEX, "alpha-model", 1, 0, 0.0, 0, 10, 0, 0.0, r(310e-6), 0.0, 0.0),  # i3
-        (CODEX, "gamma-model", 1, 0, 0.0, 0, 4, 0, 0.0, None, 0.0, None),
-        (CODEX, "late-model", 1, 0, 0.0, 0, 0, 0, None, None, 0.0, None),
+        # unpriced: no cost, so no known lower bound either
+        (CODEX, "gamma-model", 1, 0, 0.0, 0, 4, 0, 0.0, None, None, None),
+        (CODEX, "late-model", 1, 0, 0.0, 0, 0, 0, None, None, None, None),
     ]
 
 
@@ -630,7 +631,9 @@ def _usage_completeness(t, costs):
             output_total_tokens=total("output_total_tokens"),
             output_tokens_lower_bound=pl.col("output_total_tokens").filter(incomplete).sum(),
             cost_usd=total("cost_usd"),
-            cost_usd_lower_bound=pl.col("cost_usd").filter(incomplete).sum(),
+            # unknown where the cost is: an unpriced model's lower bound is not 0
+            cost_usd_lower_bound=pl.when(pl.col("cost_usd").is_not_null().any())
+            .then(pl.col("cost_usd").filter(incomplete).sum()),
         )
         .with_columns(
             incomplete_share=pl.col("incomplete_inferences") / pl.col("inferences"),
