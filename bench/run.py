@@ -52,7 +52,6 @@ import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-FLOOR_TARGET = 2.5  # convert / floor, in wall and in CPU seconds
 RSS_TARGET_MIB = 1024
 SESSION_RSS_TARGET_MIB = 2048  # one session of 1 GiB, subagents included
 
@@ -786,8 +785,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"{least['seconds']:.2f} s wall; floor / scan = {least['seconds'] / scan['seconds']:.1f}")
             wall_floor = conv["seconds"] / least["seconds"]
             cpu_floor = conv["cpu_seconds"] / least["cpu_seconds"]
-            print(f"vs floor  convert / floor = {wall_floor:.1f} wall, {cpu_floor:.1f} in CPU seconds (target <= "
-                  f"{FLOOR_TARGET:g}: {'met' if max(wall_floor, cpu_floor) <= FLOOR_TARGET else 'NOT met'})")
+            # not a target: the output itself costs more than the floor (docs/performance.md, "What
+            # this output costs at least"); the target is the ratio against --baseline
+            print(f"vs floor  convert / floor = {wall_floor:.1f} wall, {cpu_floor:.1f} in CPU seconds")
             least["convert_ratio"], least["convert_cpu_ratio"] = wall_floor, cpu_floor
             written = output_writes(out, out.parent / f"output-{size_tag}")
             bound = least["sha256_cpu_seconds"] + least["parse_cpu_seconds"] + written["cpu_seconds"]
