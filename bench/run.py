@@ -666,9 +666,11 @@ def machine() -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size-mb", type=float, default=2048, help="archive size to generate, MiB (default 2048)")
+    ap.add_argument("--size-mb", type=float, help="archive size to generate, MiB (default 2048; with an --archive "
+                    "that bench/generate.py wrote, the size it records)")
     ap.add_argument("--archive", type=Path, help="archive folder (default bench/archive/<size>)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, help="(default 0; with an --archive that bench/generate.py wrote, the seed "
+                    "it records)")
     ap.add_argument("--out", type=Path, help="convert output folder (default bench/results/out-<size>)")
     ap.add_argument("--batch-mb", type=int, help="passed to asr-batch convert (default: the CLI's)")
     ap.add_argument("--workers", type=int, help="passed to asr-batch convert (default: the CLI's)")
@@ -698,6 +700,12 @@ def main(argv: list[str] | None = None) -> None:
                          "bench/baseline/) alternated with the checkout: both converters' figures and their ratios")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
+    # a generated --archive is used as it is unless --size-mb or --seed says otherwise (then it is generated again)
+    stamped = generate.stamp_path(args.archive.resolve()) if args.archive else None
+    recorded = json.loads(stamped.read_text()) if stamped is not None and stamped.is_file() else {}
+    args.size_mb = args.size_mb if args.size_mb is not None else recorded.get("size_mb", 2048)
+    args.seed = args.seed if args.seed is not None else recorded.get("seed", 0)
+    args.no_invalid_lines = args.no_invalid_lines or recorded.get("invalid_lines") is False
 
     size_tag = f"{args.size_mb:g}"
     name = size_tag + ("-valid" if args.no_invalid_lines else "")
