@@ -14,7 +14,7 @@ import polars as pl
 
 from batch import reuse
 from batch.errors import OutputError, SourceError
-from batch.incremental import carving, deltas, history
+from batch.incremental import carving, deltas, history, upgrade
 from batch.run import executors, task
 from batch.run import finalize as final
 from batch.run.memory import (
@@ -23,7 +23,6 @@ from batch.run.memory import (
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
-from batch.output import upgrade
 from batch.output.folder import (
     Output, fault, finish_interrupted_swap, forget_manifest, lock_output,
 )

@@ -122,13 +122,13 @@ class Output:
 
     def reuse_whole(self) -> None:
         """Hard-link (else copy) every part of the previous output, its manifest and its catalog
-        into this run's folder: the output as it is, to which a run adds (batch/output/upgrade.py)."""
+        into this run's folder: the output as it is, to which a run adds (batch/incremental/upgrade.py)."""
         for names, work in (([t.name for t in TABLES], False), (list(WORK_SCHEMAS), True)):
             for table in names:
                 folder = self.out / WORK / table if work else self.out / table
                 for source in sorted(folder.glob("part-*.parquet")):
                     if PART_RE.match(source.name) and source.is_file() and not source.is_symlink():
-                        self.link(source, table, source.name[len("part-"):-len(".parquet")], work=work)
+                        self.link(source, table, source.stem.removeprefix("part-"), work=work)
         _link_or_copy(self.out / MANIFEST, self.tmp / MANIFEST)
         self.reuse_catalog()
 
@@ -258,7 +258,7 @@ def read_state_of_layout(out: Path) -> dict | None:
 def tables_digest(without: frozenset[str] = frozenset()) -> str:
     """A digest of every table's columns and types, the work tables' included but those `without`: a
     state written with other columns is another version's (its parts would be reused beside parts of
-    other columns), unless only work tables it can derive are missing (batch/output/upgrade.py)."""
+    other columns), unless only work tables it can derive are missing (batch/incremental/upgrade.py)."""
     schemas = [(t.name, t.schema) for t in TABLES] + [
         (f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items()) if n not in without
     ]

@@ -21,6 +21,7 @@ import polars as pl
 from batch import sql
 from batch.incremental import carving
 from batch.output.folder import Output, read_state, read_state_of_layout, tables_digest
+from batch.run import task
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 
@@ -82,8 +83,7 @@ def _derive(con: duckdb.DuckDBPyConnection, output: Output, batch: dict, name: s
             TABLES_BY_NAME[table].schema.empty_table()
         )
         rows.create_view(relation, replace=True)
-    schema = WORK_SCHEMAS[name]
-    data = pl.from_arrow(sql.frame(con, name).to_arrow().select(schema.names).cast(schema))
+    data = pl.from_arrow(task.cast(WORK_SCHEMAS[name], [sql.frame(con, name)]))  # as a batch writes it
     output.write_work(name, data, batch["part"])
     batch["work"] = sorted({*batch.get("work", []), name})  # as a task lists them
     if "rows" in batch:
