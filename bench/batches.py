@@ -1,0 +1,88 @@
+"""CPU seconds of a convert by step, at a given number of workers and batch size, with or without the store.
+
+    python bench/batches.py ARCHIVE [--workers N] [--batch-mb MIB] [--in-memory] [--out DIR]
+
+Converts ARCHIVE (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this process,
+one convert per invocation, and prints the process's CPU seconds (user and kernel), wall seconds,
+peak RSS and minor page faults, then the CPU seconds of each step of the Claude Code converter on the
+thread of the batch that ran it (DuckDB runs its statements there with one thread per batch;
+Polars' threads and the hasher's are not counted). `--in-memory` raises the converter's
+`STORE_BYTES` and `PASS2_CHUNK_BYTES` in this process, so that a batch larger than 64 MiB is
+converted in memory as a smaller one is, instead of in a store (docs/decisions/006-the-store.md):
+the batch size alone, at the cost of about 410 MiB plus 5.4 times the batch of memory per worker.
+The output goes to a temporary folder unless `--out` names one (to compare it with
+bench/compare.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import batch
+from batch.formats.claude_code import converter, narrow, pass1, pass2
+from batch.output import parts
+from batch.run import task
+
+STEPS = (
+    (pass1, "decode", "pass 1 (pass1.decode)"),
+    (narrow, "run", "the narrow stage (narrow.run)"),
+    (pass2, "run", "pass 2 (pass2.run)"),
+    (converter, "_core_tables", "tool_calls and the core tables"),
+    (converter, "_run_steps", "the other statements (_run_steps)"),
+    (parts.PartWriter, "append", "the writes (PartWriter.append; the final stage's too)"),
+    (task, "convert_batch", "the whole batch (task.convert_batch)"),
+)
+
+
+def timed(spent: dict, name: str, function):
+    def step(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[name][0] += time.thread_time() - start
+            spent[name][1] += 1
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("archive", type=Path)
+    parser.add_argument("--workers", type=int, default=None, help="batches at once (default: the CLI's)")
+    parser.add_argument("--batch-mb", type=int, default=None, help="batch size in MiB (default: the CLI's)")
+    parser.add_argument("--in-memory", action="store_true", help="convert every batch in memory, never in a store")
+    parser.add_argument("--out", type=Path, help="output folder (default: a temporary one, removed)")
+    args = parser.parse_args()
+    if args.in_memory:
+        converter.STORE_BYTES = converter.PASS2_CHUNK_BYTES = 1 << 40
+    spent: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    for owner, attr, name in STEPS:
+        setattr(owner, attr, timed(spent, name, getattr(owner, attr)))
+    options = {}
+    if args.workers is not None:
+        options["workers"] = args.workers
+    if args.batch_mb is not None:
+        options["batch_bytes"] = args.batch_mb << 20
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        batch.convert([args.archive], args.out or Path(tmp) / "out", **options)
+    wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"{args.archive}: workers {options.get('workers', 'default')}, batches of "
+          f"{args.batch_mb or 'default'} MiB{', in memory' if args.in_memory else ''}: "
+          f"{wall:.2f} s wall, {usage.ru_utime + usage.ru_stime:.2f} CPU-s ({usage.ru_stime:.2f} in the kernel), "
+          f"peak {usage.ru_maxrss >> 10} MiB, {usage.ru_minflt / 1e6:.2f} M minor faults")
+    for _, _, name in STEPS:
+        seconds, calls = spent[name]
+        print(f"  {name:52s} {calls:4d} calls {seconds:7.2f} CPU-s on the batch's thread")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
