@@ -9,7 +9,7 @@ thread of the batch that ran it (DuckDB runs its statements there with one threa
 Polars' threads and the hasher's are not counted). `--in-memory` raises the converter's
 `STORE_BYTES` and `PASS2_CHUNK_BYTES` in this process, so that a batch larger than 64 MiB is
 converted in memory as a smaller one is, instead of in a store (docs/decisions/006-the-store.md):
-the batch size alone, at the cost of about 410 MiB plus 5.4 times the batch of memory per worker.
+the batch size alone, at the cost of about 380 MiB plus 5.4 times the batch of memory per worker.
 The output goes to a temporary folder unless `--out` names one (to compare it with
 bench/compare.py).
 """
