@@ -11,12 +11,16 @@ Polars' threads and the hasher's are not counted). `--in-memory` raises the conv
 converted in memory as a smaller one is, instead of in a store (docs/decisions/006-the-store.md):
 the batch size alone, at the cost of about 380 MiB plus 5.4 times the batch of memory per worker.
 The output goes to a temporary folder unless `--out` names one (to compare it with
-bench/compare.py).
+bench/compare.py). `--rss` also prints, as each step of the converter ends, the RSS before and
+after it and the peak within it (Linux: the peak is reset through /proc/self/clear_refs at each
+step's start); with one worker, what each step leaves held. The run's peak is then the highest of
+the steps' peaks and of what follows the last step.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import resource
 import sys
 import tempfile
@@ -29,25 +33,48 @@ from batch.formats.claude_code import converter, narrow, pass1, pass2
 from batch.output import parts
 from batch.run import task
 
+# (owner, attribute, name, whether --rss reports it)
 STEPS = (
-    (pass1, "decode", "pass 1 (pass1.decode)"),
-    (narrow, "run", "the narrow stage (narrow.run)"),
-    (pass2, "run", "pass 2 (pass2.run)"),
-    (converter, "_core_tables", "tool_calls and the core tables"),
-    (converter, "_run_steps", "the other statements (_run_steps)"),
-    (parts.PartWriter, "append", "the writes (PartWriter.append; the final stage's too)"),
-    (task, "convert_batch", "the whole batch (task.convert_batch)"),
+    (pass1, "decode", "pass 1 (pass1.decode)", True),
+    (narrow, "run", "the narrow stage (narrow.run)", True),
+    (pass2, "run", "pass 2 (pass2.run)", True),
+    (converter, "_core_tables", "tool_calls and the core tables", True),
+    (converter, "_run_steps", "the other statements (_run_steps)", True),
+    (parts.PartWriter, "append", "the writes (PartWriter.append; the final stage's too)", False),
+    (task, "convert_batch", "the whole batch (task.convert_batch)", False),
 )
 
 
-def timed(spent: dict, name: str, function):
+def memory() -> tuple[int, int]:
+    """RSS and its peak (VmHWM), MiB."""
+    with open("/proc/self/status") as fh:
+        status = fh.read()
+    return tuple(int(re.search(key + r":\s+(\d+)", status).group(1)) >> 10 for key in ("VmRSS", "VmHWM"))
+
+
+def reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # the peak (VmHWM) starts again from the RSS now
+
+
+PEAKS: list[int] = []  # each reported step's peak: --rss resets the process's
+
+
+def timed(spent: dict, name: str, function, rss: bool):
     def step(*args, **kwargs):
+        if rss:
+            before = memory()[0]
+            reset_peak()
         start = time.thread_time()
         try:
             return function(*args, **kwargs)
         finally:
             spent[name][0] += time.thread_time() - start
             spent[name][1] += 1
+            if rss:
+                after, peak = memory()
+                PEAKS.append(peak)
+                print(f"  {name:52s} RSS {before:6,d} -> {after:6,d} MiB, peak within {peak:6,d}", flush=True)
 
     return step
 
@@ -59,12 +86,13 @@ def main() -> None:
     parser.add_argument("--batch-mb", type=int, default=None, help="batch size in MiB (default: the CLI's)")
     parser.add_argument("--in-memory", action="store_true", help="convert every batch in memory, never in a store")
     parser.add_argument("--out", type=Path, help="output folder (default: a temporary one, removed)")
+    parser.add_argument("--rss", action="store_true", help="print each step's RSS before and after it and its peak")
     args = parser.parse_args()
     if args.in_memory:
         converter.STORE_BYTES = converter.PASS2_CHUNK_BYTES = 1 << 40
     spent: dict[str, list] = defaultdict(lambda: [0.0, 0])
-    for owner, attr, name in STEPS:
-        setattr(owner, attr, timed(spent, name, getattr(owner, attr)))
+    for owner, attr, name, reported in STEPS:
+        setattr(owner, attr, timed(spent, name, getattr(owner, attr), args.rss and reported))
     options = {}
     if args.workers is not None:
         options["workers"] = args.workers
@@ -78,8 +106,8 @@ def main() -> None:
     print(f"{args.archive}: workers {options.get('workers', 'default')}, batches of "
           f"{args.batch_mb or 'default'} MiB{', in memory' if args.in_memory else ''}: "
           f"{wall:.2f} s wall, {usage.ru_utime + usage.ru_stime:.2f} CPU-s ({usage.ru_stime:.2f} in the kernel), "
-          f"peak {usage.ru_maxrss >> 10} MiB, {usage.ru_minflt / 1e6:.2f} M minor faults")
-    for _, _, name in STEPS:
+          f"peak {max([usage.ru_maxrss >> 10, *PEAKS])} MiB, {usage.ru_minflt / 1e6:.2f} M minor faults")
+    for _, _, name, _ in STEPS:
         seconds, calls = spent[name]
         print(f"  {name:52s} {calls:4d} calls {seconds:7.2f} CPU-s on the batch's thread")
 
