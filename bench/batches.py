@@ -1,6 +1,6 @@
 """CPU seconds of a convert by step, at a given number of workers and batch size, with or without the store.
 
-    python bench/batches.py ARCHIVE [--workers N] [--batch-mb MIB] [--in-memory] [--out DIR]
+    python bench/batches.py ARCHIVE [--workers N] [--batch-mb MIB] [--in-memory] [--rss] [--out DIR]
 
 Converts ARCHIVE (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this process,
 one convert per invocation, and prints the process's CPU seconds (user and kernel), wall seconds,
