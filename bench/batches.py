@@ -20,7 +20,6 @@ the steps' peaks and of what follows the last step.
 from __future__ import annotations
 
 import argparse
-import re
 import resource
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import batch
 from batch.formats.claude_code import converter, narrow, pass1, pass2
 from batch.output import parts
 from batch.run import task
+from rss import reset_peak, status
 
 # (owner, attribute, name, whether --rss reports it)
 STEPS = (
@@ -45,25 +45,13 @@ STEPS = (
 )
 
 
-def memory() -> tuple[int, int]:
-    """RSS and its peak (VmHWM), MiB."""
-    with open("/proc/self/status") as fh:
-        status = fh.read()
-    return tuple(int(re.search(key + r":\s+(\d+)", status).group(1)) >> 10 for key in ("VmRSS", "VmHWM"))
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # the peak (VmHWM) starts again from the RSS now
-
-
 PEAKS: list[int] = []  # each reported step's peak: --rss resets the process's
 
 
 def timed(spent: dict, name: str, function, rss: bool):
     def step(*args, **kwargs):
         if rss:
-            before = memory()[0]
+            before = status("VmRSS")
             reset_peak()
         start = time.thread_time()
         try:
@@ -72,7 +60,7 @@ def timed(spent: dict, name: str, function, rss: bool):
             spent[name][0] += time.thread_time() - start
             spent[name][1] += 1
             if rss:
-                after, peak = memory()
+                after, peak = status("VmRSS"), status("VmHWM")
                 PEAKS.append(peak)
                 print(f"  {name:52s} RSS {before:6,d} -> {after:6,d} MiB, peak within {peak:6,d}", flush=True)
 

@@ -11,7 +11,6 @@ tables the stage reads, the stage's times, the RSS before it and the peak during
 
 from __future__ import annotations
 
-import re
 import resource
 import sys
 import tempfile
@@ -20,28 +19,22 @@ from pathlib import Path
 
 import batch
 from batch.run import finalize
-
-
-def _status(key: str) -> int:
-    """A VmRSS/VmHWM line of /proc/self/status, in MiB."""
-    with open("/proc/self/status") as fh:
-        return int(re.search(key + r":\s+(\d+)", fh.read()).group(1)) >> 10
+from rss import reset_peak, status
 
 
 def measure(archive: Path) -> str:
     real, seen = finalize.finalize, {}
 
     def timed(con, output, *args, **kw):
-        seen["before"] = _status("VmRSS")
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")  # the peak (VmHWM) starts again from the RSS now
+        seen["before"] = status("VmRSS")
+        reset_peak()
         work = sum(f.stat().st_size for f in (output.tmp / "_work").rglob("*.parquet"))
         seen["batches"] = len(list((output.tmp / "records").glob("*.parquet")))
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         result = real(con, output, *args, **kw)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         seen.update(wall=time.perf_counter() - t0, cpu=r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
-                    peak=_status("VmHWM"), work=work / (1 << 20))
+                    peak=status("VmHWM"), work=work / (1 << 20))
         return result
 
     finalize.finalize = timed
