@@ -551,22 +551,15 @@ def code_version() -> str:
 PROFILER = r"""
 import collections, inspect, sys, time
 from pathlib import Path
+sys.path.append(sys.argv[4])  # bench/, for rss.py, after the package and its dependencies
 import batch.pipeline as P, batch.sql as S, batch.output.folder as W, batch.output.parts as B
 import batch.formats.lines as L
 from batch.formats.claude_code import converter, narrow, pass1, pass2, store
-
-def status():
-    out = {}
-    for line in open("/proc/self/status"):
-        key, value = line.split(":", 1)
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) / 1024
-    return out
+import rss
 
 def reset_peak():
     try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
+        rss.reset_peak()
     except OSError:
         pass
 
@@ -577,7 +570,7 @@ def timed(label_of, fn):
     def inner(*args, **kwargs):
         label = "  " * depth[0] + label_of(*args, **kwargs)
         depth[0] += 1
-        before = status()["VmRSS"]
+        before = rss.status("VmRSS")
         reset_peak()
         started = time.perf_counter()
         cpu_started = time.process_time()
@@ -587,7 +580,7 @@ def timed(label_of, fn):
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
             depth[0] -= 1
-            peak = status()["VmHWM"]
+            peak = rss.status("VmHWM")
             row = stats.setdefault(label, [0, 0.0, 0.0, 0.0, 0.0])
             row[0] += 1
             row[1] += seconds
@@ -639,7 +632,8 @@ def profile_steps(archive: Path, out: Path, batch_mb: int | None) -> None:
     # from "/" as code_version() does: `python -c` puts the working directory first on the path, and
     # from the repository root that would import its `batch` instead of the package on PYTHONPATH
     # that the convert above ran
-    subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0)], check=True, cwd="/")
+    subprocess.run([sys.executable, "-c", PROFILER, str(archive), str(out), str(batch_mb or 0), str(Path(__file__).resolve().parent)],
+                   check=True, cwd="/")
 
 
 def machine() -> dict:
