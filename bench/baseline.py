@@ -12,6 +12,7 @@ by the converter's code alone; nothing but REF's build backend is downloaded. `b
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -40,8 +41,11 @@ class Baseline:
 
 def resolve(ref: str) -> str:
     """The full hash of the commit REF names in this repository."""
-    return subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        raise SystemExit(f"baseline: {ref!r} names no commit of this repository ({ROOT})")
+    return found.stdout.strip()
 
 
 def build(ref: str, *, verbose: bool = True) -> Baseline:
@@ -138,4 +142,7 @@ def compare(before: Path, after: Path) -> tuple[bool, list[str]]:
 
 
 if __name__ == "__main__":
-    print(" ".join(build(sys.argv[1]).command))
+    ap = argparse.ArgumentParser(description="Build (or find) a commit's own virtual environment under "
+                                             "bench/baseline/ and print the asr-batch command it runs.")
+    ap.add_argument("ref", help="a commit of this repository: a hash, a tag or a branch")
+    print(" ".join(build(ap.parse_args().ref).command))

@@ -694,6 +694,8 @@ def main(argv: list[str] | None = None) -> None:
                          "bench/baseline/) alternated with the checkout: both converters' figures and their ratios")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
+    if args.baseline:
+        args.baseline = baseline_ref.resolve(args.baseline)  # a wrong REF fails here, not after the first converts
     # a generated --archive is used as it is unless --size-mb or --seed says otherwise (then it is generated again)
     stamped = generate.stamp_path(args.archive.resolve()) if args.archive else None
     recorded = json.loads(stamped.read_text()) if stamped is not None and stamped.is_file() else {}
