@@ -341,6 +341,7 @@ def _summary(r: ConvertResult) -> str:
         *([_entire_summary(r.manifest["entire"])] if "entire" in r.manifest else []),
         *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
         *_kept_summary(r.manifest["reuse"]),
+        *_carried_summary(r.manifest.get("carried")),
         *([f"  replaced the earlier lines of {len(r.manifest['replaced'])} rewritten or removed files "
            "(manifest.json `replaced`)"] if r.manifest.get("replaced") else []),
         f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
@@ -370,6 +371,26 @@ def _kept_summary(reuse: dict) -> list[str]:
                      "this run may use (losses memory.session_not_converted; --memory-mb raises it)")
     if reuse.get("session_groups_pruned"):
         lines.append(f"  pruned {reuse['session_groups_pruned']} sessions whose sources are gone")
+    return lines
+
+
+def _carried_summary(carried: dict | None) -> list[str]:
+    """The sessions rebuilt from earlier outputs (an output of another version, or outputs given as inputs)."""
+    if not carried:
+        return []
+    lines = []
+    for source in carried["from"]:
+        n, by = len(source["session_groups"]), f"asr-batch {source['written_by']['version']}"
+        if source["output"] == "(the previous output)":
+            lines.append(f"  carried {n} kept sessions forward from an output of {by} (converted again from its copy of their files)")
+        else:
+            lines.append(f"  converted {n} sessions from {source['output']}, an output of {by}")
+    if carried["inexact"]:
+        lines.append(f"  {len(carried['inexact'])} files rebuilt from an output are not byte for byte the files "
+                     "as read (manifest.json `carried.inexact`)")
+    if carried["not_carried"]:
+        lines.append(f"  not carried: {len(carried['not_carried'])} files an earlier output holds without their bytes "
+                     "(manifest.json `carried.not_carried`)")
     return lines
 
 

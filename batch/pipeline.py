@@ -22,7 +22,7 @@ from batch.run.memory import (
 )
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources import registry
+from batch.sources import archive, registry
 from batch.output.folder import (
     Output, fault, finish_interrupted_swap, forget_manifest, lock_output,
 )
@@ -125,18 +125,20 @@ def _convert(
     # (and, even with --full, which groups the output holds: those no input provides are kept).
     # An output written before a work table was added gets it from its own parts first: else its
     # state is another version's, and the sessions it holds whose sources are gone could not be kept.
+    archive.written_by(out)  # an output of a newer version is refused, untouched
     previous, derived = upgrade.read_upgraded_state(out)
     if derived:
         warn(f"{out} was written before {', '.join(f'{WORK}/{n}' for n in derived)} existed: derived from its parts.")
-    if previous is None and not options.prune:
-        history.check_keepable(out)
+    # an output whose state this version cannot read (another version's) is read as a source: the
+    # groups no input gives any more are converted from its copy of their files (sources/archive.py)
+    carried = archive.discover(out) if previous is None and not options.prune and archive.is_output(out) else None
     fresh = options.verify or options.full
     known = previous.get("heads") if previous and not fresh else None
     known_events = previous.get("event_heads") if previous and not fresh else None
     found_all = registry.discover(
         sources, list(entire), combine=all_checkpoints, events=list(entire_events),
         known=known if isinstance(known, dict) else None,
-        known_events=known_events if isinstance(known_events, dict) else None,
+        known_events=known_events if isinstance(known_events, dict) else None, previous=carried,
     )
     _check_apart(found_all.found.roots, out)
     if not found_all.units:
@@ -239,7 +241,8 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     # was found to be ours: taken now, else not held while batches are converted.
     imports_key = registry.run_key(found_all.imports)
     final_reused = (
-        plan.complete and previous.get("imports") == imports_key and history.present(previous) == set(owners_fp)
+        plan.complete and previous.get("imports") == imports_key
+        and history.present(previous) == set(owners_fp) - found_all.carried.keys()
     )
     previous_manifest = output.previous_manifest() if final_reused else None
     forget_manifest()
@@ -344,7 +347,10 @@ def _finish(
         final.keep_run_rows(output, run_frames)
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
     taken.inputs.sort(key=lambda i: i["path"])
-    reads = history.reads(p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at)
+    reads = history.reads(
+        p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
+        {o: a.last_read.get(o) for o, a in found_all.carried.items()},
+    )
     taken.batches.sort(key=lambda b: b["part"])
     summary = _reuse_summary(
         p.previous, p.plan, p.carved, converting, len(taken.inputs), verify=options.verify,
@@ -370,6 +376,8 @@ def _finish(
         manifest["kept"] = history.kept(taken.batches, reads)
         manifest["not_converted"] = not_converted
         manifest["replaced"] = p.replaced
+        if found_all.archives:
+            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
     output.write_state({
         "run_key": p.key, "imports": p.imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
         "batches": taken.batches, "reads": reads,

@@ -2,7 +2,7 @@
 sources it found (`present`), when each group's source was last read (`reads`, the state's and
 `sessions.source_last_read_at`), the groups kept with their inputs (`kept`), the files whose earlier
 lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and the refusals that
-keep a run from losing kept groups (`check_kept`, `check_keepable`)."""
+keep a run from losing kept groups (`check_kept`), and what a run rebuilt from earlier outputs (`carried`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import polars as pl
 
 from batch import reuse
 from batch.errors import OutputError
-from batch.output.folder import Output, state_unreadable
+from batch.output.folder import Output
 from batch.sources.base import Unit
 from batch.sources.registry import Discovery
 
@@ -42,11 +42,13 @@ def present(state: dict | None) -> set[str] | None:
 
 
 def reads(
-    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str
+    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str,
+    carried: dict[str, str | None] | None = None,
 ) -> dict[str, list]:
     """Per group of the new output: [when its source was last read, whether this run found it].
     A group converted now was read now; a reused or kept one keeps the time the state records
-    (None when an earlier state did not record it)."""
+    (None when an earlier state did not record it); one rebuilt from an earlier output (`carried`:
+    when that output's run last read it) is not found."""
     before = (previous or {}).get("reads")
     before = before if isinstance(before, dict) else {}
 
@@ -56,7 +58,33 @@ def reads(
 
     reads = {o: [read_at if o in converting else last(o), True] for o in current}
     reads.update((o, [last(o), False]) for o in kept)
+    reads.update((o, [last(o) if at is None else at, False]) for o, at in (carried or {}).items())
     return dict(sorted(reads.items()))
+
+
+def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path) -> dict:
+    """The manifest's `carried`: each earlier output read as a source (sources/archive.py) with the
+    groups this run rebuilt from it, the rebuilt files whose SHA-256 is not the one it recorded
+    (`inexact`), and the files it holds without their bytes (`not_carried`)."""
+    digests = {i["path"]: i.get("sha256") for i in inputs}
+    recorded = {name: sha for a in archives for name, sha in a.recorded.items()}
+    names = {e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in u.fingerprint}
+    return {
+        "from": [
+            {
+                "output": str(a.root) if a.root != out.resolve() else "(the previous output)",
+                "written_by": {"version": a.written.version, "archive_format": a.written.archive_format},
+                "session_groups": sorted(o for o, b in taken.items() if b is a),
+            }
+            for a in archives
+        ],
+        "inexact": sorted(n for n in names if n in digests and digests[n] != recorded.get(n)),
+        # those this run did not read again from their own source (an Entire repository given again)
+        "not_carried": sorted(
+            ({**e, "output": str(a.root)} for a in archives for e in a.not_carried if e["path"] not in digests),
+            key=lambda e: (e["output"], e["path"]),
+        ),
+    }
 
 
 def kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
@@ -141,16 +169,4 @@ def check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str
             f"{out}: the part files holding {len(lost)} sessions whose sources are gone (such as {min(lost)}) are "
             "missing or do not match its _reuse.json, and those sessions cannot be converted again. Restore the "
             "output's files, or convert again with --prune to drop the sessions whose sources are gone."
-        )
-
-
-def check_keepable(out: Path) -> None:
-    """Refuse to replace an output of ours whose reuse state this version cannot read: the sessions
-    it holds whose sources are gone could not be kept."""
-    if state_unreadable(out):
-        raise OutputError(
-            f"{out}: is an asr-batch output whose _reuse.json is missing or was written by another version (or with "
-            "other table columns), so the "
-            "sessions it holds whose sources are gone cannot be kept. Convert into a new --out, or convert again "
-            "with --prune to rebuild it from the current inputs only."
         )

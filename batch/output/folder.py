@@ -266,16 +266,6 @@ def tables_digest(without: frozenset[str] = frozenset()) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def state_unreadable(out: Path) -> bool:
-    """Whether `out` is an output of ours whose reuse state this version cannot read (none, another
-    version's or layout's, not JSON)."""
-    try:
-        out = out.resolve()
-        return _manifest_tables(out) is not None and read_state(out) is None
-    except (OSError, RuntimeError):
-        return False
-
-
 LOCK_SUFFIX = ".asr-lock"
 
 

@@ -18,7 +18,7 @@ from batch.run import task
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
-from batch.version import FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
+from batch.version import ARCHIVE_FORMAT, FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.output.folder import WORK, Output
 
 SOURCE_LOSSES = "source_losses"
@@ -195,6 +195,9 @@ def manifest(
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},
+        # what the output holds and where (docs/asr-tables.md, "An output is a source"): every later
+        # version reads an output of this archive format or an earlier one
+        "archive": {"format": ARCHIVE_FORMAT},
         "inputs": inputs,
         "skipped": skipped_entries(skipped),
         "tables": {t.name: counts.get(t.name, 0) for t in TABLES},

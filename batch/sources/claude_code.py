@@ -13,9 +13,10 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from batch.errors import SourceError
 from batch.sources.base import Loaded, Stream, Unit
@@ -190,24 +191,39 @@ def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list],
         os.close(os.open(path, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
     else:
-        head = _peek(path)  # also proves the file can be opened
-        agent_id = next((o["agentId"] for o in head if _is_id(o.get("agentId"))), None)
-        session_id = next((o["sessionId"] for o in head if _is_id(o.get("sessionId"))), None)
+        with path.open("rb") as fh:  # also proves the file can be opened
+            agent_id, session_id = head_ids(fh.read(PEEK_BYTES))
     heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
-    filename = display(path.name)
+    sidecar = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+    return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=path, mtime_ns=st.st_mtime_ns)
+
+
+def classify(
+    where: PurePath, name: str, size: int, agent_id: str | None, session_id: str | None,
+    sidecar: Callable[[], str | None], **stream,
+) -> Stream:
+    """The stream of a transcript at `where` (its path: file name, `subagents/` folders) shown as
+    `name`, from the IDs its head holds (`head_ids`); `sidecar()` gives a subagent's .meta.json text."""
+    filename = display(where.name)
     agent_match = AGENT_FILE_RE.match(filename)
     if agent_match or agent_id:
         agent_id = agent_id or agent_match.group(1)
-        nested = path.parent.name == "subagents" or "subagents" in path.parts
-        parent = _subagents_owner(path) if nested else None
+        nested = where.parent.name == "subagents" or "subagents" in where.parts
+        parent = _subagents_owner(where) if nested else None
         parent = parent or session_id
-        sidecar_path = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
-        sidecar = _read_sidecar(sidecar_path)
         key = f"{parent}/{agent_id}" if parent else f"agent-{agent_id}"
-        return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar, path=path, mtime_ns=st.st_mtime_ns)
+        return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar(), **stream)
     stem = filename[: -len(".jsonl")]
     session_id = stem if UUID_RE.match(stem) else (session_id or stem)
-    return Stream(name, size, "main", session_id, session_id, path=path, mtime_ns=st.st_mtime_ns)
+    return Stream(name, size, "main", session_id, session_id, **stream)
+
+
+def head_ids(head: bytes) -> tuple[str | None, str | None]:
+    """The agent ID and session ID that the first lines of a transcript (its first PEEK_BYTES) name."""
+    objects = _peek(head)
+    agent_id = next((o["agentId"] for o in objects if _is_id(o.get("agentId"))), None)
+    session_id = next((o["sessionId"] for o in objects if _is_id(o.get("sessionId"))), None)
+    return agent_id, session_id
 
 
 def head_unchanged(seen: object, size: int, mtime_ns: int) -> bool:
@@ -223,7 +239,7 @@ def _is_id(value: object) -> bool:
     return isinstance(value, str) and ID_RE.match(value) is not None
 
 
-def _subagents_owner(path: Path) -> str | None:
+def _subagents_owner(path: PurePath) -> str | None:
     parts = path.parts
     for i in range(len(parts) - 1, 0, -1):
         if parts[i] == "subagents":
@@ -231,9 +247,7 @@ def _subagents_owner(path: Path) -> str | None:
     return None
 
 
-def _peek(path: Path) -> list[dict]:
-    with path.open("rb") as fh:
-        head = fh.read(PEEK_BYTES)
+def _peek(head: bytes) -> list[dict]:
     out = []
     for raw in head.removeprefix(BOM).split(b"\n")[:PEEK_LINES]:
         try:

@@ -100,13 +100,17 @@ def split(files: list[Stream], heads: dict[str, list]) -> tuple[list[Stream], li
         if meta is None:
             other.append(f)
             continue
-        parent = parent_thread(meta)
-        kind = "subagent" if is_subagent(meta) else "main"
-        codex.append(Stream(
-            f.name, f.size, kind, meta["id"], meta["id"], parent, producer_source=FORMAT, path=f.path,
-            mtime_ns=f.mtime_ns,
-        ))
+        codex.append(rollout_stream(f, meta))
     return codex, other
+
+
+def rollout_stream(f: Stream, meta: dict) -> Stream:
+    """The Codex stream of a file that discovery found (`f`), whose first line holds `meta`."""
+    kind = "subagent" if is_subagent(meta) else "main"
+    return Stream(
+        f.name, f.size, kind, meta["id"], meta["id"], parent_thread(meta), producer_source=FORMAT, path=f.path,
+        mtime_ns=f.mtime_ns,
+    )
 
 
 def units(files: list[Stream]) -> list[Unit]:

@@ -3,7 +3,8 @@ inputs are and which converter reads a stream, and imports no source or format i
 
 A source finds its inputs and gives units of work (batch/sources/base.py): Claude Code files
 (`sources/claude_code`), Codex rollout files among them, told apart by their first line (`sources/codex`), Entire checkpoints in Git repositories (`formats/entire_checkpoint`, over
-`sources/entire`) and files of Entire lifecycle events (`formats/entire_events`). A format converts
+`sources/entire`), files of Entire lifecycle events (`formats/entire_events`) and earlier asr-batch
+outputs, whose files are rebuilt from their own tables (`sources/archive`). A format converts
 the streams of one batch (`Stream.producer_source`) into frames of the output and work tables.
 Adding a source: a branch in `discover` (and `given_roots`); adding a format: a line in `FORMATS`.
 """
@@ -17,6 +18,7 @@ import polars as pl
 
 from batch.formats import claude_code, codex, entire_checkpoint, entire_events
 from batch.formats.codex import report as codex_report
+from batch.sources import archive
 from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
@@ -42,6 +44,8 @@ class Inputs:
     units: list[Unit]
     imports: list[entire_checkpoint.Import]
     event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
+    archives: list[archive.Archive] = field(default_factory=list)  # earlier outputs read
+    carried: dict[str, archive.Archive] = field(default_factory=dict)  # owner -> the output its unit is rebuilt from
 
 
 def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], events: list[Path] | tuple[Path, ...]
@@ -55,14 +59,17 @@ def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], even
 
 def discover(
     sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
-    known_events: dict | None = None,
+    known_events: dict | None = None, previous: archive.Archive | None = None,
 ) -> Inputs:
-    """Ask each source for its units: Git repositories hold Entire checkpoints, other paths Claude Code
-    files and Codex rollouts (a .jsonl file whose first line is a Codex session_meta is read as Codex).
-    `known` and `known_events`: the heads of Claude Code files and of event files a previous discovery
-    read (`claude_code.discover`, `entire_events.discover`)."""
+    """Ask each source for its units: Git repositories hold Entire checkpoints, asr-batch outputs the
+    files they were converted from, other paths Claude Code files and Codex rollouts (a .jsonl file
+    whose first line is a Codex session_meta is read as Codex). `known` and `known_events`: the heads
+    of Claude Code files and of event files a previous discovery read (`claude_code.discover`,
+    `entire_events.discover`). `previous`: the output being replaced, read as an archive (its reuse
+    state is another version's): it gives the groups no other input gives."""
     repos = [p for p in sources if is_repository(p)] + entire
-    paths = [p for p in sources if p not in repos]
+    outputs = [p for p in sources if p not in repos and archive.is_output(p)]
+    paths = [p for p in sources if p not in repos and p not in outputs]
     found = discover_files(paths, known=known) if paths else Discovery()
     # one import per repository, however often and however spelled it is named
     unique = {git_folder(p): p for p in reversed(repos)}
@@ -81,7 +88,25 @@ def discover(
         found.skipped += event_files.skipped
         found.roots += [r for r in event_files.roots if r not in found.roots]
         event_heads = event_files.heads
-    return Inputs(found, all_units, imports, event_heads)
+    archives = [archive.discover(p) for p in outputs]
+    found.roots += [a.root for a in archives if a.root not in found.roots]
+    inputs = Inputs(found, all_units, imports, event_heads, archives + ([previous] if previous else []))
+    _carry(inputs)
+    return inputs
+
+
+def _carry(inputs: Inputs) -> None:
+    """Add the archives' units of the groups no other input gives: a group's files as they are now win
+    over an output's copy of them, and an output named first over the next (the one replaced last)."""
+    owners = {u.owner for u in inputs.units}
+    for arch in inputs.archives:
+        for unit in arch.units:
+            if unit.owner not in owners:
+                inputs.units.append(unit)
+                inputs.carried[unit.owner] = arch
+                owners.add(unit.owner)
+        if arch.units and any(inputs.carried.get(u.owner) is arch for u in arch.units):
+            inputs.found.tool_result_files |= arch.tool_results
 
 
 def git_folder(path: Path) -> Path:

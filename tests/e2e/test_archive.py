@@ -278,14 +278,19 @@ def test_a_kept_session_whose_parts_were_removed_is_refused_with_a_fix(sample, t
     # the same version with other table columns: its parts would be reused beside parts of other columns
     {"tables": "0000000000000000"},
 ])
-def test_an_output_whose_state_cannot_be_read_is_refused_unless_pruned(sample, tmp_path, written_by):
+def test_an_output_whose_state_cannot_be_read_is_converted_again_keeping_its_sessions(sample, tmp_path, written_by):
     out = tmp_path / "out"
     batch.convert([sample], out)
+    (sample / VIEWER).unlink()
+    batch.convert([sample], out)
+    before = read_tables(out)
     state = json.loads((out / "_reuse.json").read_text())
     assert len(state["tables"]) == 16
     (out / "_reuse.json").write_text(json.dumps({**state, **written_by}))
-    with pytest.raises(OutputError, match="--prune"):
-        batch.convert([sample], out)
+    result = batch.convert([sample], out)  # its kept session rebuilt from the output's copy of its file
+    assert result.manifest["carried"]["from"][0]["session_groups"] == [VIEWER_SID]
+    assert result.manifest["reuse"]["session_groups_reused"] == 0
+    assert_tables_equal(read_tables(out), before)
     batch.convert([sample], out, prune=True)
     assert_same_as_full(sample, out, tmp_path)
 

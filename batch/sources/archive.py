@@ -1,0 +1,274 @@
+"""An earlier asr-batch output read as a source: each input file it holds is rebuilt from the output's
+own copy of its lines, classified as discovery classifies a file, and converted by the running version.
+
+One mechanism carries an output across versions of asr-batch (the previous output of `--out`, whose
+reuse state another version wrote), rebuilds an output into a new folder, and merges archives
+(`asr-batch convert laptop-archive desktop-archive --out team`). What an output holds of each file
+(docs/asr-tables.md, "An output is a source"): every non-blank line, in `source_lines` and the tables
+it names (sql/archive/archive_lines.sql), and of the rest the file's size, blank lines, byte order
+mark and SHA-256 in the manifest's `inputs`, a subagent's sidecar in `sessions.sidecar`. A rebuilt
+file whose SHA-256 is the recorded one is the file as read; one that differs (whitespace of blank
+lines, between objects of one line) is listed in the manifest's `carried.inexact`.
+
+Files an output holds without their bytes are not carried: a foreign file (not a transcript), a
+session read from Git (Entire checkpoints: their blobs stay in the repository), a file of Entire
+lifecycle events. They are listed in the manifest's `carried.not_carried` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path, PurePosixPath
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from batch import sql
+from batch.errors import OutputError
+from batch.output.layout import MANIFEST, STATE
+from batch.sources import claude_code, codex
+from batch.sources.base import Loaded, Stream, Unit
+from batch.version import ARCHIVE_FORMAT, PRODUCER, VERSION
+
+# the formats whose files an output holds line by line (a manifest input without `format` is Claude Code's)
+REBUILT_FORMATS = (None, codex.FORMAT)
+TABLES = ("source_lines", "records", "rejects")
+EMPTY = {
+    "source_lines": "''::varchar as source_file, 0::bigint as line, 0::bigint as sub, 0::bigint as byte_offset, "
+                    "0::bigint as byte_length, ''::varchar as record_id, ''::varchar as native, ''::blob as raw",
+    "records": "''::varchar as record_id, ''::varchar as native, ''::varchar as source_file",
+    "rejects": "''::varchar as source_file, 0::bigint as line, ''::blob as raw",
+}
+
+
+@dataclass(frozen=True)
+class Written:
+    """Who wrote an output: asr-batch's version and the archive format (0: before outputs named it)."""
+
+    version: str
+    archive_format: int
+
+    def __str__(self) -> str:
+        return f"asr-batch {self.version}" + (f" (archive format {self.archive_format})" if self.archive_format else "")
+
+
+@dataclass
+class Archive:
+    """What an earlier output gives as a source: a unit per session group whose files it holds."""
+
+    root: Path
+    written: Written
+    units: list[Unit] = field(default_factory=list)
+    recorded: dict[str, str | None] = field(default_factory=dict)  # file -> the SHA-256 the output recorded
+    last_read: dict[str, str | None] = field(default_factory=dict)  # owner -> when its files were last read
+    not_carried: list[dict] = field(default_factory=list)  # files held without their bytes: path, session_key, reason
+    # the tool-results/ files present when the output's runs read its files (`parts.capture_state`
+    # external): a rebuilt session's persisted outputs are as they were then
+    tool_results: set[str] = field(default_factory=set)
+
+
+def written_by(folder: Path) -> Written | None:
+    """Who wrote the output `folder` (None when it is not an asr-batch output); refuse one of a newer
+    archive format, which this version cannot promise to read."""
+    manifest = _manifest(folder)
+    if manifest is None:
+        return None
+    producer = manifest.get("producer") or {}
+    written = Written(str(producer.get("version") or "?"), _format_of(manifest))
+    if written.archive_format > ARCHIVE_FORMAT:
+        raise OutputError(
+            f"{folder}: written by {written}, newer than this asr-batch {VERSION} (which reads archive formats up to "
+            f"{ARCHIVE_FORMAT}); nothing was changed. Upgrade asr-batch (pip install -U asr-batch) to use it."
+        )
+    return written
+
+
+def is_output(path: Path) -> bool:
+    """Whether `path` is a folder holding an asr-batch output (its manifest names asr-batch)."""
+    return path.is_dir() and _manifest(path) is not None
+
+
+def discover(folder: Path) -> Archive:
+    """The session groups the output `folder` holds, one unit each, whose files are rebuilt when its
+    batch runs; files held without their bytes in `not_carried`."""
+    written = written_by(folder)
+    if written is None:
+        raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
+    folder = folder.resolve()
+    manifest = _manifest(folder)
+    archive = Archive(folder, written)
+    inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
+    rebuilt = []
+    for i in inputs:
+        reason = _not_rebuilt(i)
+        if reason:
+            archive.not_carried.append({"path": i["path"], "session_key": i.get("session_key"), "reason": reason})
+        else:
+            rebuilt.append(i)
+    if not rebuilt:
+        return archive
+    sidecars = _sidecars(folder)
+    archive.tool_results = _tool_results(folder)
+    heads = _rebuild(folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES)
+    streams = [_stream(i, heads.get(i["path"], b""), sidecars.get(i.get("session_key"))) for i in rebuilt]
+    entries = {i["path"]: i for i in rebuilt}
+    groups: dict[str, list[Stream]] = {}
+    for s in streams:
+        owner = s.session_key if s.producer_source == codex.FORMAT else claude_code.group_owner(s)
+        groups.setdefault(owner, []).append(s)
+    state = _state(folder)
+    reads = state.get("reads") if isinstance(state.get("reads"), dict) else {}
+    # the batches whose parts hold each group's rows (its load reads only those), as the state lists them
+    parts: dict[str, set[str]] = {}
+    for b in state.get("batches") or []:
+        if isinstance(b, dict) and isinstance(b.get("part"), str) and isinstance(b.get("groups"), dict):
+            for owner in b["groups"]:
+                parts.setdefault(owner, set()).add(b["part"])
+    for owner, group in sorted(groups.items()):
+        group.sort(key=lambda s: s.name)
+        held = tuple(sorted(parts[owner])) if owner in parts else None
+        archive.units.append(Unit(
+            owner, sum(s.size for s in group),
+            partial(load, folder, tuple(group), tuple(entries[s.name] for s in group), held),
+            label=f"{owner} (from {folder.name})",
+            # the files by name, size and recorded SHA-256: an output rebuilt again converts nothing again
+            fingerprint=tuple((s.name, s.size, entries[s.name].get("sha256")) for s in group),
+        ))
+        read = reads.get(owner)
+        archive.last_read[owner] = read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
+    archive.recorded = {i["path"]: i.get("sha256") for i in rebuilt}
+    return archive
+
+
+def load(folder: Path, streams: tuple[Stream, ...], entries: tuple[dict, ...], parts: tuple[str, ...] | None) -> Loaded:
+    """A unit of an archive: its streams with their bytes, rebuilt from the output `folder` (from its
+    batches' `parts` when the output's state names them, else from every part)."""
+    data = _rebuild(folder, list(entries), parts=parts)
+    return Loaded([_with_data(s, data.get(s.name, b"")) for s in streams])
+
+
+def _with_data(stream: Stream, data: bytes) -> Stream:
+    return replace(stream, data=data, size=len(data))
+
+
+def _not_rebuilt(entry: dict) -> str | None:
+    """Why the output holds the file of a manifest input without its bytes, or None when it holds them."""
+    if entry.get("provenance"):
+        return "read from Git (Entire checkpoints): its blobs stay in the repository, convert it again from there"
+    if entry.get("format") not in REBUILT_FORMATS:
+        return f"a {entry.get('format')} file: its lines are not held in source_lines"
+    if entry.get("status") == "foreign":
+        return "not a transcript (foreign file): the output holds none of its bytes"
+    if entry.get("status") not in ("converted", "empty") or not isinstance(entry.get("size"), int):
+        return f"not converted ({entry.get('status')})"
+    return None
+
+
+def _stream(entry: dict, head: bytes, sidecar: str | None) -> Stream:
+    """The stream of a rebuilt file, classified from its name and first bytes as discovery classifies a file."""
+    name, size = entry["path"], entry["size"]
+    agent_id, session_id = claude_code.head_ids(head[: claude_code.PEEK_BYTES])
+    stream = claude_code.classify(PurePosixPath(name), name, size, agent_id, session_id, lambda: sidecar)
+    # as `codex.split`: a file whose head names a Claude Code session is no rollout
+    meta = None if session_id is not None else codex.meta_of(head.split(b"\n", 1)[0].removeprefix(codex.BOM))
+    return codex.rollout_stream(stream, meta) if meta is not None else stream
+
+
+def _rebuild(
+    folder: Path, entries: list[dict], *, until: int | None = None, lines: int | None = None,
+    parts: tuple[str, ...] | None = None,
+) -> dict[str, bytes]:
+    """The bytes of each file of `entries` (manifest inputs) as the output `folder` holds them; with
+    `until` and `lines`, only its first `lines` lines that start before that byte offset; from the
+    batches `parts` alone when given (and all there)."""
+    wanted = pl.DataFrame(
+        {
+            "source_file": [e["path"] for e in entries],
+            "size": [e["size"] for e in entries],
+            "blank_lines": [int(e.get("blank_lines") or 0) for e in entries],
+            "bom": [bool(e.get("byte_order_mark")) for e in entries],
+            "until": [min(e["size"], until) if until is not None else e["size"] for e in entries],
+            "max_line": [lines] * len(entries),
+        },
+        schema={
+            "source_file": pl.String, "size": pl.Int64, "blank_lines": pl.Int64, "bom": pl.Boolean, "until": pl.Int64,
+            "max_line": pl.Int64,
+        },
+    )
+    con = duckdb.connect()
+    try:
+        con.register("wanted", wanted)
+        for table in TABLES:
+            files = sorted(str(p) for p in (folder / table).glob("*.parquet"))
+            named = [str(folder / table / f"part-{part}.parquet") for part in parts or ()]
+            if parts and set(named) <= set(files):
+                files = named
+            if files:
+                con.read_parquet(files, union_by_name=True).create_view(table)
+            else:  # an output without rejects (or records): the columns read, no rows
+                con.execute(f'create view "{table}" as select {EMPTY[table]} limit 0')
+        pieces = sql.frame(con, "archive_lines")
+    finally:
+        con.close()
+    out = {}
+    for (name,), rows in pieces.group_by("source_file", maintain_order=True):
+        column = rows.get_column("piece").to_arrow()
+        column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        # the values are back to back in the array's data buffer: the file is its slice, copied once
+        offsets = memoryview(column.buffers()[1]).cast("q")
+        start, end = offsets[column.offset], offsets[column.offset + len(column)]
+        out[name] = column.buffers()[2][start:end].to_pybytes() if end > start else b""
+    return out
+
+
+def _sidecars(folder: Path) -> dict[str, str]:
+    """Each subagent stream's sidecar as the output holds it (`sessions.sidecar`), by session key."""
+    files = sorted(str(p) for p in (folder / "sessions").glob("*.parquet"))
+    if not files:
+        return {}
+    frame = pl.scan_parquet(files)
+    if "sidecar" not in frame.collect_schema().names():
+        return {}
+    rows = frame.filter(pl.col("sidecar").is_not_null()).select("session_key", "sidecar").collect()
+    return dict(rows.iter_rows())
+
+
+def _tool_results(folder: Path) -> set[str]:
+    """The names of the tool-results/ files an output's conversions found (`parts.persisted_file` of
+    the parts whose capture state is external)."""
+    files = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
+    if not files:
+        return set()
+    frame = pl.scan_parquet(files)
+    if not {"persisted_file", "capture_state"} <= set(frame.collect_schema().names()):
+        return set()
+    names = frame.filter(pl.col("capture_state") == "external").select(pl.col("persisted_file").drop_nulls().unique())
+    return set(names.collect().get_column("persisted_file").to_list())
+
+
+def _manifest(folder: Path) -> dict | None:
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or (manifest.get("producer") or {}).get("name") != PRODUCER:
+        return None
+    return manifest
+
+
+def _state(folder: Path) -> dict:
+    """The output's reuse state, whatever version wrote it, as JSON (only `reads` is used: when each
+    group's files were last read, and whether they were found)."""
+    try:
+        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _format_of(manifest: dict) -> int:
+    value = (manifest.get("archive") or {}).get("format") if isinstance(manifest.get("archive"), dict) else None
+    return value if isinstance(value, int) else 0
