@@ -376,8 +376,9 @@ def _finish(
         manifest["kept"] = history.kept(taken.batches, reads)
         manifest["not_converted"] = not_converted
         manifest["replaced"] = p.replaced
-        if found_all.archives:
-            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
+    manifest.pop("carried", None)  # the previous run's, when its manifest is taken
+    if found_all.archives:
+        manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
     output.write_state({
         "run_key": p.key, "imports": p.imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
         "batches": taken.batches, "reads": reads,

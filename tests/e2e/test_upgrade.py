@@ -107,6 +107,7 @@ def test_an_output_of_an_earlier_version_is_carried_forward(fixture, sample, eve
     assert again.manifest["reuse"]["session_groups_converted"] == 0
     assert again.manifest["reuse"]["final_stage"] == "reused"
     assert [k["session_key"] for k in again.manifest["kept"]] == [GONE_SID]
+    assert "carried" not in again.manifest and "carried" not in _summary(again)
     assert_tables_equal(out, everything)
 
 
