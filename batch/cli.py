@@ -136,7 +136,8 @@ _Verify = Annotated[
     typer.Option(
         "--verify",
         help="Reuse a session of a previous output only when its files' SHA-256 are unchanged too, "
-        "not only their size and modification time.",
+        "not only their size and modification time, and its part files in OUT are those OUT's manifest "
+        "records; sessions whose sources are gone and that no intact copy holds are dropped as declared losses.",
     ),
 ]
 _Prune = Annotated[
@@ -342,6 +343,7 @@ def _summary(r: ConvertResult) -> str:
         *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
         *_kept_summary(r.manifest["reuse"]),
         *_carried_summary(r.manifest.get("carried")),
+        *_damaged_summary(r.manifest.get("damaged")),
         *([f"  replaced the earlier lines of {len(r.manifest['replaced'])} rewritten or removed files "
            "(manifest.json `replaced`)"] if r.manifest.get("replaced") else []),
         f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
@@ -391,6 +393,21 @@ def _carried_summary(carried: dict | None) -> list[str]:
     if carried["not_carried"]:
         lines.append(f"  not carried: {len(carried['not_carried'])} files an earlier output holds without their bytes "
                      "(manifest.json `carried.not_carried`)")
+    return lines
+
+
+def _damaged_summary(damaged: dict | None) -> list[str]:
+    """The previous output's damaged part files, and what became of the sessions they held."""
+    if not damaged:
+        return []
+    lines = [
+        f"  {len(damaged['files'])} part files of the previous output were damaged or missing: "
+        f"{damaged['session_groups_converted']} sessions converted again from their files, "
+        f"{len(damaged['session_groups_rebuilt'])} from the output's copy of their files"
+    ]
+    if damaged["session_groups_lost"]:
+        lines.append(f"  lost {len(damaged['session_groups_lost'])} sessions whose sources are gone and that no intact "
+                     "copy holds (losses archive.part_damaged; manifest.json `damaged`)")
     return lines
 
 

@@ -14,7 +14,7 @@ import polars as pl
 
 from batch import reuse
 from batch.errors import OutputError, SourceError
-from batch.incremental import carving, deltas, history, upgrade
+from batch.incremental import carving, deltas, history, repair, upgrade
 from batch.run import executors, task
 from batch.run import finalize as final
 from batch.run.memory import (
@@ -22,7 +22,8 @@ from batch.run.memory import (
 )
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources import archive, registry
+from batch.sources import registry
+from batch.output import integrity
 from batch.output.folder import (
     Output, fault, finish_interrupted_swap, forget_manifest, lock_output,
 )
@@ -125,13 +126,13 @@ def _convert(
     # (and, even with --full, which groups the output holds: those no input provides are kept).
     # An output written before a work table was added gets it from its own parts first: else its
     # state is another version's, and the sessions it holds whose sources are gone could not be kept.
-    archive.written_by(out)  # an output of a newer version is refused, untouched
+    registry.check_readable(out)  # an output of a newer version is refused, untouched
     previous, derived = upgrade.read_upgraded_state(out)
     if derived:
         warn(f"{out} was written before {', '.join(f'{WORK}/{n}' for n in derived)} existed: derived from its parts.")
     # an output whose state this version cannot read (another version's) is read as a source: the
     # groups no input gives any more are converted from its copy of their files (sources/archive.py)
-    carried = archive.discover(out) if previous is None and not options.prune and archive.is_output(out) else None
+    carried = registry.previous_output(out) if previous is None and not options.prune else None
     fresh = options.verify or options.full
     known = previous.get("heads") if previous and not fresh else None
     known_events = previous.get("event_heads") if previous and not fresh else None
@@ -186,6 +187,7 @@ class _Planned:
     final_reused: bool  # nothing changed: the final stage is the previous run's
     previous_manifest: dict | None
     used: set[str]  # part names taken
+    repair: repair.Repair  # the previous output's damaged part files, and what became of their groups
     carved: list[dict] = field(default_factory=list)
     delta_summary: dict = field(default_factory=dict)
     replaced: list[dict] = field(default_factory=list)
@@ -200,11 +202,21 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     asked = {"key": key, "current": owners_fp, "prune": options.prune, "full": full}
     plan = reuse.plan(units, previous, **asked)
     state = previous
-    # a batch whose parts are no longer all there (removed by hand) is converted again
+    # the previous output's part files that are not as its run wrote them (integrity.damaged): the
+    # batches holding them are converted again, their kept groups from the output's copy of their files
+    fixing = repair.Repair(output.recorded_files() if previous else {})
+    fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
+
+    def damaged(b: dict) -> bool:
+        return bool(fixing.damaged & integrity.part_paths(b["part"], list(b["counts"]), b.get("work", [])))
+
+    fixing.held = {o for b in (previous or {}).get("batches", []) if damaged(b) for o in b["groups"]}
+
+    # a batch whose parts are no longer all there (removed by hand) or damaged is converted again
     missing = {
-        owner for b in plan.reused
+        owner for b in [*plan.reused, *(b for b, _ in plan.carved)]
         if output.parts(b["part"], list(b["counts"]), previous=True) != list(b["counts"])
-        or output.parts(b["part"], b.get("work", []), work=True, previous=True) != b.get("work", [])
+        or output.parts(b["part"], b.get("work", []), work=True, previous=True) != b.get("work", []) or damaged(b)
         for owner in b["groups"]
     }
     if verify and plan.reused:
@@ -219,14 +231,21 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     keys = carving.session_owners(previous)
     while True:
         if missing:
-            history.check_kept(output.out, previous, missing, plan.kept)
+            lost = reuse.spread(previous.get("batches", []), missing) & plan.kept - fixing.rebuilt - fixing.lost
+            if lost:  # kept groups: converted from the output's copy of their files, or declared lost
+                copy = repair.rescue(output.out, previous["batches"], lost, fixing, verify=verify)
+                if copy is not None:
+                    units.extend(copy.units)
+                    found_all.carried.update((u.owner, copy) for u in copy.units)
+                    found_all.archives.append(copy)
+                    owners_fp.update(reuse.fingerprints(copy.units))
             state = reuse.without(previous, missing)
             plan = replace(reuse.plan(units, state, **asked), complete=False)
         growing = {} if verify or full else deltas.growing_groups(
             plan, state, found, units, owners_fp, options.batch_bytes
         )
         touched = [b for b in (state or {}).get("batches", []) if growing.keys() & b["groups"].keys()]
-        bad = set()
+        bad = {o for b in touched if damaged(b) for o in b["groups"]}
         for b in [*touched, *(b for b, _ in plan.carved)]:
             if b["part"] not in splits:
                 splits[b["part"]] = carving.split(output, b, keys)
@@ -241,7 +260,7 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     # was found to be ours: taken now, else not held while batches are converted.
     imports_key = registry.run_key(found_all.imports)
     final_reused = (
-        plan.complete and previous.get("imports") == imports_key
+        plan.complete and not fixing.damaged and previous.get("imports") == imports_key
         and history.present(previous) == set(owners_fp) - found_all.carried.keys()
     )
     previous_manifest = output.previous_manifest() if final_reused else None
@@ -249,7 +268,7 @@ def _plan(output: Output, previous: dict | None, found_all: registry.Inputs, opt
     used = {b["part"] for b in [*plan.reused, *touched]} | {reuse.part_id(())}
     return _Planned(
         previous, state, key, imports_key, owners_fp, plan, splits, keys, growing, touched, final_reused,
-        previous_manifest, used,
+        previous_manifest, used, fixing,
     )
 
 
@@ -343,6 +362,8 @@ def _finish(
     converting = {u.owner for u in p.plan.units} | p.growing.keys()
     unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
     run_frames = registry.run_frames(found_all.imports)
+    if p.repair.lost:  # declared before the final stage reads the losses
+        output.write_work(final.SOURCE_LOSSES, p.repair.losses(), reuse.unique_part(reuse.part_id(["damaged"]), p.used))
     if p.previous is not None and not options.prune:
         final.keep_run_rows(output, run_frames)
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
@@ -376,15 +397,17 @@ def _finish(
         manifest["kept"] = history.kept(taken.batches, reads)
         manifest["not_converted"] = not_converted
         manifest["replaced"] = p.replaced
-    manifest.pop("carried", None)  # the previous run's, when its manifest is taken
+    for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
+        manifest.pop(key, None)
     if found_all.archives:
         manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
+    if p.repair.damaged:
+        manifest["damaged"] = p.repair.manifest()
     output.write_state({
         "run_key": p.key, "imports": p.imports_key, "heads": found.heads, "event_heads": found_all.event_heads,
         "batches": taken.batches, "reads": reads,
     })
-    output.write_manifest(manifest)
-    output.commit()
+    output.commit(manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged})
     return manifest
 
 

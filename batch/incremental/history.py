@@ -2,7 +2,7 @@
 sources it found (`present`), when each group's source was last read (`reads`, the state's and
 `sessions.source_last_read_at`), the groups kept with their inputs (`kept`), the files whose earlier
 lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and the refusals that
-keep a run from losing kept groups (`check_kept`), and what a run rebuilt from earlier outputs (`carried`)."""
+what a run rebuilt from earlier outputs (`carried`)."""
 
 from __future__ import annotations
 
@@ -158,15 +158,3 @@ def prefix_sha256(path: Path, size: int) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
-
-
-def check_kept(out: Path, previous: dict, missing: set[str], kept: frozenset[str]) -> None:
-    """Refuse a run that would have to convert again groups whose sources are gone (their batch's
-    parts were removed by hand, or its rows cannot be told apart by group)."""
-    lost = reuse.spread(previous.get("batches", []), missing) & kept
-    if lost:
-        raise OutputError(
-            f"{out}: the part files holding {len(lost)} sessions whose sources are gone (such as {min(lost)}) are "
-            "missing or do not match its _reuse.json, and those sessions cannot be converted again. Restore the "
-            "output's files, or convert again with --prune to drop the sessions whose sources are gone."
-        )

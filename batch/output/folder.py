@@ -37,6 +37,7 @@ import polars as pl
 import pyarrow as pa
 
 from batch.errors import OutputError
+from batch.output import integrity
 from batch.output.catalog import CATALOG, write_catalog
 from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, STATE_LAYOUT, TEMPORARY_RE, WORK
 from batch.output.parts import PartWriter
@@ -100,6 +101,18 @@ class Output:
         with (self.out / MANIFEST).open("rb") as fh:
             manifest = _PARSED_MANIFEST.pop(_identity(fh), None)
             return manifest if manifest is not None else json.loads(fh.read().decode("utf-8"))
+
+    def recorded_files(self) -> dict[str, list]:
+        """Each part file of the previous output as its run recorded it (the manifest's `files`: size and
+        SHA-256, batch/output/integrity.py); empty when there is none or it was written before manifests
+        recorded them."""
+        try:
+            with (self.out / MANIFEST).open("rb") as fh:  # the manifest parsed when the output was found ours
+                manifest = _PARSED_MANIFEST.get(_identity(fh)) or json.loads(fh.read().decode("utf-8"))
+            files = manifest.get("files")
+        except (OSError, ValueError, AttributeError):
+            return {}
+        return files if isinstance(files, dict) else {}
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
         """The tables among `tables` that have a part named `part`, in this run's folder or the previous output."""
@@ -176,8 +189,10 @@ class Output:
     def write_manifest(self, manifest: dict) -> None:
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
-    def commit(self) -> None:
-        """Drop intermediates, fill empty tables, build the catalog, and swap the new output in.
+    def commit(self, manifest: dict | None = None, known: dict[str, list] | None = None) -> None:
+        """Drop intermediates, fill empty tables, write `manifest` with every part file's size and
+        SHA-256 (`files`: `known` gives those of the parts taken intact from the previous output, see
+        batch/output/integrity.py), build the catalog, and swap the new output in.
 
         The new output is complete, catalog included, before the swap. On Linux the swap is one
         atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
@@ -191,6 +206,8 @@ class Output:
         for table in TABLES:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
+        if manifest is not None:
+            self.write_manifest({**manifest, "files": integrity.seal(self.tmp, self.out, known or {})})
         if not self._catalog_reused:
             write_catalog(self.tmp, self.out)
         fault("swap")

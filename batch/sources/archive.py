@@ -91,9 +91,10 @@ def is_output(path: Path) -> bool:
     return path.is_dir() and _manifest(path) is not None
 
 
-def discover(folder: Path) -> Archive:
-    """The session groups the output `folder` holds, one unit each, whose files are rebuilt when its
-    batch runs; files held without their bytes in `not_carried`."""
+def discover(folder: Path, *, owners: set[str] | None = None, damaged: set[str] = frozenset()) -> Archive:
+    """The session groups the output `folder` holds (those of `owners`, when given), one unit each,
+    whose files are rebuilt when its batch runs; files held without their bytes in `not_carried`.
+    The part files `damaged` (paths in the output) are not read."""
     written = written_by(folder)
     if written is None:
         raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
@@ -110,9 +111,9 @@ def discover(folder: Path) -> Archive:
             rebuilt.append(i)
     if not rebuilt:
         return archive
-    sidecars = _sidecars(folder)
-    archive.tool_results = _tool_results(folder)
-    heads = _rebuild(folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES)
+    sidecars = _sidecars(folder, damaged)
+    archive.tool_results = _tool_results(folder, damaged)
+    heads = _rebuild(folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES, damaged=damaged)
     streams = [_stream(i, heads.get(i["path"], b""), sidecars.get(i.get("session_key"))) for i in rebuilt]
     entries = {i["path"]: i for i in rebuilt}
     groups: dict[str, list[Stream]] = {}
@@ -128,6 +129,8 @@ def discover(folder: Path) -> Archive:
             for owner in b["groups"]:
                 parts.setdefault(owner, set()).add(b["part"])
     for owner, group in sorted(groups.items()):
+        if owners is not None and owner not in owners:
+            continue
         group.sort(key=lambda s: s.name)
         held = tuple(sorted(parts[owner])) if owner in parts else None
         archive.units.append(Unit(
@@ -179,7 +182,7 @@ def _stream(entry: dict, head: bytes, sidecar: str | None) -> Stream:
 
 def _rebuild(
     folder: Path, entries: list[dict], *, until: int | None = None, lines: int | None = None,
-    parts: tuple[str, ...] | None = None,
+    parts: tuple[str, ...] | None = None, damaged: set[str] = frozenset(),
 ) -> dict[str, bytes]:
     """The bytes of each file of `entries` (manifest inputs) as the output `folder` holds them; with
     `until` and `lines`, only its first `lines` lines that start before that byte offset; from the
@@ -202,7 +205,7 @@ def _rebuild(
     try:
         con.register("wanted", wanted)
         for table in TABLES:
-            files = sorted(str(p) for p in (folder / table).glob("*.parquet"))
+            files = _parts(folder, table, damaged)
             named = [str(folder / table / f"part-{part}.parquet") for part in parts or ()]
             if parts and set(named) <= set(files):
                 files = named
@@ -224,9 +227,14 @@ def _rebuild(
     return out
 
 
-def _sidecars(folder: Path) -> dict[str, str]:
+def _parts(folder: Path, table: str, damaged: set[str]) -> list[str]:
+    """The part files of a table of the output `folder`, but those `damaged`."""
+    return sorted(str(p) for p in (folder / table).glob("*.parquet") if f"{table}/{p.name}" not in damaged)
+
+
+def _sidecars(folder: Path, damaged: set[str]) -> dict[str, str]:
     """Each subagent stream's sidecar as the output holds it (`sessions.sidecar`), by session key."""
-    files = sorted(str(p) for p in (folder / "sessions").glob("*.parquet"))
+    files = _parts(folder, "sessions", damaged)
     if not files:
         return {}
     frame = pl.scan_parquet(files)
@@ -236,10 +244,10 @@ def _sidecars(folder: Path) -> dict[str, str]:
     return dict(rows.iter_rows())
 
 
-def _tool_results(folder: Path) -> set[str]:
+def _tool_results(folder: Path, damaged: set[str]) -> set[str]:
     """The names of the tool-results/ files an output's conversions found (`parts.persisted_file` of
     the parts whose capture state is external)."""
-    files = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
+    files = _parts(folder, "parts", damaged)
     if not files:
         return set()
     frame = pl.scan_parquet(files)

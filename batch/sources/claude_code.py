@@ -191,8 +191,7 @@ def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list],
         os.close(os.open(path, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
     else:
-        with path.open("rb") as fh:  # also proves the file can be opened
-            agent_id, session_id = head_ids(fh.read(PEEK_BYTES))
+        agent_id, session_id = head_ids(_head(path))  # also proves the file can be opened
     heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
     sidecar = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
     return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=path, mtime_ns=st.st_mtime_ns)
@@ -245,6 +244,11 @@ def _subagents_owner(path: PurePath) -> str | None:
         if parts[i] == "subagents":
             return display(parts[i - 1])
     return None
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(PEEK_BYTES)
 
 
 def _peek(head: bytes) -> list[dict]:

@@ -95,6 +95,16 @@ def discover(
     return inputs
 
 
+def check_readable(out: Path) -> None:
+    """Refuse an output folder written by a newer asr-batch (an archive format this version cannot read)."""
+    archive.written_by(out)
+
+
+def previous_output(out: Path) -> archive.Archive | None:
+    """The output `out` as a source (when it is an asr-batch output): its groups, rebuilt from its tables."""
+    return archive.discover(out) if archive.is_output(out) else None
+
+
 def _carry(inputs: Inputs) -> None:
     """Add the archives' units of the groups no other input gives: a group's files as they are now win
     over an output's copy of them, and an output named first over the next (the one replaced last)."""

@@ -9,7 +9,7 @@
 -- file's size. `wanted` names the files, their manifest entry's size, blank lines and byte order
 -- mark, and how far to read (`until`: lines starting before that byte offset; `max_line`: lines up
 -- to that number, or all when null).
--- reads: source_lines, records, rejects, wanted
+-- reads: records, rejects, source_lines, wanted
 with lines as (
     select l.source_file, l.line, l.sub, l.byte_offset, l.byte_length, l.record_id, l.native, l.raw,
     from source_lines as l

@@ -225,12 +225,10 @@ def test_a_state_of_another_layout_reuses_nothing(sample, tmp_path, layout):
     else:
         saved["layout"] = layout
     (out / "_reuse.json").write_text(json.dumps(saved))
-    # the sessions whose sources are gone could not be kept: refused, unless they may go
-    with pytest.raises(OutputError, match="--prune"):
-        batch.convert([sample], out)
-    batch.convert([sample], out, prune=True)
-    summary = assert_same_as_full(sample, out, tmp_path)
+    # read as a source: every session converted again (from its file), none reused
+    summary = batch.convert([sample], out).manifest["reuse"]
     assert summary["session_groups_reused"] == 0 and summary["final_stage"] == "run"
+    assert assert_same_as_full(sample, out, tmp_path)["session_groups_reused"] == 0
 
 
 SUMMARIES = ROOT / "tests/fixtures/registry/core/summaries"  # a session whose summary lines name other sessions' leaves
@@ -287,8 +285,10 @@ def test_an_output_whose_columns_differ_otherwise_is_not_upgraded(sample, tmp_pa
     saved = _state(out)
     saved["tables"] = batch.output.folder.tables_digest(frozenset(WORK_SCHEMAS))  # lacks every work table
     (out / "_reuse.json").write_text(json.dumps(saved))
-    with pytest.raises(OutputError, match="--prune"):
-        batch.convert([sample], out)
+    warned = []
+    summary = batch.convert([sample], out, warn=warned.append).manifest["reuse"]  # converted again, not upgraded
+    assert summary["session_groups_reused"] == 0 and not [w for w in warned if "derived from its parts" in w]
+    assert_same_as_full(sample, out, tmp_path)
 
 
 def test_a_change_that_keeps_size_and_time_is_found_by_verify_only(sample, tmp_path):
@@ -351,13 +351,13 @@ def _count_peeks(monkeypatch) -> list[str]:
     """Record the files whose first lines discovery reads."""
     import batch.sources.claude_code as cc
 
-    peeked, peek = [], cc._peek
+    peeked, head = [], cc._head
 
     def counting(path):
         peeked.append(path.name)
-        return peek(path)
+        return head(path)
 
-    monkeypatch.setattr(cc, "_peek", counting)
+    monkeypatch.setattr(cc, "_head", counting)
     return peeked
 
 
