@@ -125,7 +125,7 @@ def _convert(
     # the previous output's reuse state, read before discovery: it knows the heads of unchanged files
     # (and, even with --full, which groups the output holds: those no input provides are kept).
     # An output written before a work table was added gets it from its own parts first: else its
-    # state is another version's, and the sessions it holds whose sources are gone could not be kept.
+    # state is another version's, and it is read as a source instead (below).
     registry.check_readable(out)  # an output of a newer version is refused, untouched
     previous, derived = upgrade.read_upgraded_state(out)
     if derived:

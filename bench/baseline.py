@@ -129,11 +129,11 @@ def report(label: str, base: dict, new: dict) -> list[str]:
     return lines
 
 
-def compare(before: Path, after: Path) -> tuple[bool, list[str]]:
-    """bench/compare.py on two outputs, without the columns that differ by design: whether they hold
-    the same tables row for row, and the lines that say what differs."""
+def compare(before: Path, after: Path, exclude: tuple[str, ...] = ()) -> tuple[bool, list[str]]:
+    """bench/compare.py on two outputs, without the columns that differ by design (and `exclude`): whether
+    they hold the same tables row for row, and the lines that say what differs."""
     cmd = [sys.executable, str(ROOT / "bench" / "compare.py"), str(before), str(after), "--show", "0",
-           *(f"--exclude={c}" for c in EXCLUDE)]
+           *(f"--exclude={c}" for c in (*EXCLUDE, *exclude))]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = proc.stdout.splitlines()
     if proc.returncode not in (0, 1) or not lines:

@@ -403,6 +403,56 @@ def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> 
             "target": baseline_ref.TARGET, "identical": same, "differences": differ, "excluded": list(baseline_ref.EXCLUDE)}
 
 
+UPGRADE_GONE_SHARE = 0.1  # of the session groups, whose files are removed before the upgrade (kept by REF)
+
+
+def folder_mib(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / (1 << 20)
+
+
+def upgrade(archive: Path, scratch: Path, full_out: Path, full: dict, args: argparse.Namespace) -> dict:
+    """An upgrade as a user meets it: commit `args.upgrade_from` converts the archive, a tenth of its session
+    groups' files are removed (a retention cleanup), REF converts again (keeping them), then the checkout
+    converts over REF's output: the present groups from their files, the kept ones from the output's copy.
+    Its figures against `full` (the checkout's full conversion of the same files into `full_out`), whether
+    both outputs hold the same rows, and the size of REF's output and of the upgraded one."""
+    ref = baseline_ref.build(args.upgrade_from)
+    copy = scratch / archive.name  # the same folder name: tables name files by it
+    old = scratch / "out"
+    shutil.rmtree(scratch, ignore_errors=True)
+    copy.parent.mkdir(parents=True)
+    shutil.copytree(archive, copy, copy_function=os.link)
+    try:
+        convert(copy, old, args.batch_mb, args.workers, command=ref.command, env=ref.env)
+        # every file of a tenth of the session groups, as REF's state names them (main, subagents, copies)
+        groups = {o: fp for b in json.loads((old / "_reuse.json").read_text())["batches"] for o, fp in b["groups"].items()}
+        gone = sorted(groups)[:: round(1 / UPGRADE_GONE_SHARE)]
+        for owner in gone:
+            for name, *_ in groups[owner]:
+                (copy.parent / name).unlink(missing_ok=True)
+        convert(copy, old, args.batch_mb, args.workers, full=False, command=ref.command, env=ref.env)
+        before = folder_mib(old)
+        if args.wait_idle:
+            wait_idle(args.wait_idle)
+        run = convert(copy, old, args.batch_mb, args.workers, full=False)
+        manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+        carried = sum(len(f["session_groups"]) for f in manifest.get("carried", {}).get("from", []))
+        same, differ = baseline_ref.compare(full_out, old, exclude=("sessions.source_present",))
+        after = folder_mib(old)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"upgrade   of an output of {ref.commit[:7]} ({len(gone)} of {len(groups)} session groups' "
+          f"files gone, {carried} carried from its copy): {run['seconds']:.2f} s wall, {run['cpu_seconds']:.2f} s CPU, "
+          f"peak {run['peak_rss_mib']:.0f} MiB = {run['seconds'] / full['seconds']:.2f} of the full convert in wall, "
+          f"{run['cpu_seconds'] / full['cpu_seconds']:.2f} in CPU")
+    print(f"          output {before:.0f} MiB as {ref.commit[:7]} wrote it, {after:.0f} MiB upgraded; against the full "
+          "convert: " + ("identical" if same else f"DIFFERENT in {len(differ)} tables"))
+    for line in differ:
+        print(f"            {line}")
+    return {"commit": ref.commit, "gone": len(gone), "carried": carried, "run": run, "mib_before": before,
+            "mib_after": after, "identical": same, "differences": differ}
+
+
 def main_transcripts(archive: Path) -> list[Path]:
     return sorted(p for p in archive.rglob("*.jsonl") if "subagents" not in p.parts)
 
@@ -692,10 +742,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baseline", metavar="REF",
                     help="also convert with commit REF of this repository (its own virtual environment, kept under "
                          "bench/baseline/) alternated with the checkout: both converters' figures and their ratios")
+    ap.add_argument("--upgrade-from", metavar="REF",
+                    help="also upgrade an output that commit REF wrote (a tenth of its sessions' files gone, so kept) "
+                         "with the checkout, against the checkout's full convert: figures, rows and output sizes")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
     if args.baseline:
         args.baseline = baseline_ref.resolve(args.baseline)  # a wrong REF fails here, not after the first converts
+    if args.upgrade_from:
+        args.upgrade_from = baseline_ref.resolve(args.upgrade_from)
     # a generated --archive is used as it is unless --size-mb or --seed says otherwise (then it is generated again)
     stamped = generate.stamp_path(args.archive.resolve()) if args.archive else None
     recorded = json.loads(stamped.read_text()) if stamped is not None and stamped.is_file() else {}
@@ -806,6 +861,7 @@ def main(argv: list[str] | None = None) -> None:
             least["convert_output_bound_cpu_ratio"] = conv["cpu_seconds"] / bound
 
         versus = against_baseline(archive, out.parent / f"baseline-{size_tag}", args) if args.baseline else None
+        upgraded = upgrade(archive, out.parent / f"upgrade-{size_tag}", out, conv, args) if args.upgrade_from else None
         by_executor = executor_runs(archive, out, args) if args.executors else None
         agents = codex_speed(out.parent / "agents", args.codex_mb, args) if args.codex_mb else None
 
@@ -846,6 +902,7 @@ def main(argv: list[str] | None = None) -> None:
             "executors": by_executor,
             "agents": agents,
             "against_baseline": versus,
+            "upgrade": upgraded,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],
