@@ -25,6 +25,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from batch.incremental.state import Batch, State
 from batch.sources.base import Unit
 
 
@@ -57,13 +58,13 @@ def fingerprints(units: list[Unit]) -> dict[str, list | None]:
 class Plan:
     """What an incremental run reuses and what it converts."""
 
-    reused: list[dict]  # batches of the previous state, as recorded there
+    reused: list[Batch]  # batches of the previous state, as recorded there
     units: list[Unit]  # the units to convert
     complete: bool  # every batch of the previous output is reused: nothing was added, changed or removed
     changed: frozenset[str] = frozenset()  # owners of `units` that are new or changed (the others shared a batch with one)
     # batches of the previous state that also hold changed or removed groups, each with the owners of
     # its unchanged groups, whose rows are carved out of its parts instead of being converted again
-    carved: list[tuple[dict, frozenset[str]]] = field(default_factory=list)
+    carved: list[tuple[Batch, frozenset[str]]] = field(default_factory=list)
     kept: frozenset[str] = frozenset()  # groups of the previous output this run's inputs no longer provide
     pruned: frozenset[str] = frozenset()  # such groups dropped (`prune`)
 
@@ -76,7 +77,7 @@ class Plan:
 
 
 def plan(
-    units: list[Unit], previous: dict | None, *, key: str, current: dict[str, list | None] | None = None,
+    units: list[Unit], previous: State | None, *, key: str, current: dict[str, list | None] | None = None,
     prune: bool = False, full: bool = False,
 ) -> Plan:
     """Split `units` into the previous batches that can be reused and the units to convert
@@ -88,17 +89,17 @@ def plan(
     current = fingerprints(units) if current is None else current
     if previous is None:
         return Plan([], list(units), False)
-    full = full or previous.get("run_key") != key
+    full = full or previous.run_key != key
     reused, carved, taken = [], [], set()
-    batches = previous.get("batches", [])
-    before = {owner: fp for batch in batches for owner, fp in batch["groups"].items()}
+    batches = previous.batches
+    before = previous.owners()
     # a group no unit provides, none of whose files is in another group now (a file classified
     # anew, a session become another's subagent, is converted again where it is)
     names = {e[0] for fp in current.values() for e in fp or []}
     gone = frozenset(o for o in before.keys() - current.keys() if not any(e[0] in names for e in before[o] or []))
     kept = frozenset() if prune else gone
     for batch in batches:
-        groups = batch["groups"]
+        groups = batch.groups
         same = frozenset(o for o, fp in groups.items() if unchanged(o, fp, current, kept) and not (full and o not in kept))
         if groups and len(same) == len(groups):
             reused.append(batch)
@@ -119,17 +120,17 @@ def unchanged(owner: str, fp: object, current: dict[str, list | None], kept: fro
     return owner in kept or (current.get(owner) is not None and current[owner] == fp)
 
 
-def unverified(reused: list[dict], digests: dict[str, str], kept: frozenset[str] = frozenset()) -> set[str]:
+def unverified(reused: list[Batch], digests: dict[str, str], kept: frozenset[str] = frozenset()) -> set[str]:
     """Owners of reused batches whose files' SHA-256 (`digests`, by input path) differ from those
     recorded; the inputs of a batch holding `kept` groups (whose files are gone) are compared where
     they were read."""
     changed = set()
     for batch in reused:
-        recorded = {i["path"]: i.get("sha256") for i in batch["inputs"]}
-        if kept & batch["groups"].keys():
+        recorded = {i["path"]: i.get("sha256") for i in batch.inputs}
+        if kept & batch.groups.keys():
             recorded = {path: sha for path, sha in recorded.items() if path in digests}
         if any(digests.get(path) != sha for path, sha in recorded.items()):
-            changed.update(batch["groups"])
+            changed.update(batch.groups)
     return changed
 
 
@@ -155,22 +156,21 @@ def grown(before: object, now: object) -> bool:
     return all(name in new and new[name][1] >= size and new[name][3] == sidecar for name, size, _, sidecar in old.values())
 
 
-def spread(batches: list[dict], owners: set[str]) -> set[str]:
+def spread(batches: tuple[Batch, ...] | list[Batch], owners: set[str]) -> set[str]:
     """`owners` and every group that shares a batch with one of them, transitively: the groups whose
     rows go when the batches holding `owners` are dropped (a group's rows may span several batches)."""
     found = set(owners)
     while True:
-        more = {o for b in batches if found & b["groups"].keys() for o in b["groups"]} - found
+        more = {o for b in batches if found & b.groups.keys() for o in b.groups} - found
         if not more:
             return found
         found |= more
 
 
-def without(previous: dict, owners: set[str]) -> dict:
+def without(previous: State, owners: set[str]) -> State:
     """The state `previous` without the batches holding `owners`, or sharing a group with one that does."""
-    batches = previous.get("batches", [])
-    gone = spread(batches, owners)
-    return {**previous, "batches": [b for b in batches if not gone & b["groups"].keys()]}
+    gone = spread(previous.batches, owners)
+    return previous.with_batches([b for b in previous.batches if not gone & b.groups.keys()])
 
 
 def unique_part(wanted: str, used: set[str]) -> str:

@@ -10,6 +10,7 @@ reuse state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from batch import reuse
 from batch.errors import OutputError
+from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.output.folder import WORK, Output
 
@@ -47,7 +49,7 @@ class Piece:
     keys: tuple[dict, dict, list[str]]  # what tells a row's group: `key_owners` and the batch's groups
 
 
-def path_owners(groups: dict[str, list | None]) -> dict[str, str | None]:
+def path_owners(groups: Mapping[str, list | None]) -> dict[str, str | None]:
     """The group of each file the groups' fingerprints name (None: named by two groups)."""
     path_owner: dict[str, str | None] = {}
     for owner, fp in groups.items():
@@ -56,13 +58,13 @@ def path_owners(groups: dict[str, list | None]) -> dict[str, str | None]:
     return path_owner
 
 
-def session_owners(state: dict | None) -> dict[str, str]:
-    """The group of each session among the inputs the state's batches record (a group's inputs are
+def session_owners(batches: tuple[Batch, ...] | list[Batch]) -> dict[str, str]:
+    """The group of each session among the inputs the batches record (a group's inputs are
     recorded by one of the batches holding its rows)."""
     keys: dict[str, str] = {}
-    for batch in (state or {}).get("batches", []):
-        path_owner = path_owners(batch["groups"])
-        for i in batch["inputs"]:
+    for batch in batches:
+        path_owner = path_owners(batch.groups)
+        for i in batch.inputs:
             owner = path_owner.get(i["path"])
             if owner is not None and i.get("session_key"):
                 keys.setdefault(i["session_key"], owner)
@@ -98,7 +100,7 @@ def group_of(columns: list[str], path_owner: dict, key_owner: dict[str, str], gr
     return None
 
 
-def key_owners(groups: dict, inputs: list[dict], skipped: list, keys: dict[str, str]) -> tuple[dict, dict] | None:
+def key_owners(groups: Mapping, inputs: tuple[dict, ...], skipped, keys: dict[str, str]) -> tuple[dict, dict] | None:
     """The group of each file (`path_owners`) and of each session of a batch (its inputs', and
     those of `keys` that are of its groups: `session_owners`); None when an input or a skipped
     path is of no group, or of two."""
@@ -169,39 +171,36 @@ class RowsByGroup:
         return dict(sorted(self.rows.items()))
 
 
-def recorded_rows(batch: dict) -> dict[str, dict[str, int]] | None:
+def recorded_rows(batch: Batch) -> dict[str, dict[str, int]] | None:
     """A previous batch's rows per part and group as its state entry records them (`rows`: per
     table, a count per group in the order of its sorted groups), when they fit its parts' row
     counts; None when they are not recorded (a state of an earlier version) or do not fit."""
-    rows, groups = batch.get("rows"), sorted(batch["groups"])
-    tables = {*batch["counts"], *(part_label(t, True) for t in batch.get("work", []))}
-    if not isinstance(rows, dict) or rows.keys() != tables:
+    rows, groups = batch.rows, sorted(batch.groups)
+    tables = {*batch.counts, *(part_label(t, True) for t in batch.work)}
+    if rows is None or rows.keys() != tables:
         return None
     found = {}
     for label, counts in rows.items():
-        if not (isinstance(counts, list) and len(counts) == len(groups)
-                and all(type(n) is int and n >= 0 for n in counts)):
-            return None
-        if label in batch["counts"] and sum(counts) != batch["counts"][label]:
+        if label in batch.counts and sum(counts) != batch.counts[label]:
             return None
         found[label] = {g: n for g, n in zip(groups, counts) if n}
     return found
 
 
-def split(output: Output, batch: dict, keys: dict[str, str]) -> list[Piece] | None:
+def split(output: Output, batch: Batch, keys: dict[str, str]) -> list[Piece] | None:
     """The parts of a previous batch with their rows per group: as the state records them (`rows`),
     else told from the key columns; None when a part is gone or a row's group cannot be told
     (`keys`: `session_owners`)."""
-    groups = batch["groups"]
-    maps = key_owners(groups, batch["inputs"], batch["skipped"], keys)
+    groups = batch.groups
+    maps = key_owners(groups, batch.inputs, batch.skipped, keys)
     if maps is None:
         return None
     path_owner, key_owner = maps
     recorded = recorded_rows(batch)
     pieces = []
-    for tables, work in ((list(batch["counts"]), False), (batch.get("work", []), True)):
+    for tables, work in ((list(batch.counts), False), (batch.work, True)):
         for table in tables:
-            source = (output.out / WORK / table if work else output.out / table) / f"part-{batch['part']}.parquet"
+            source = (output.out / WORK / table if work else output.out / table) / f"part-{batch.part}.parquet"
             if source.is_symlink() or not source.is_file():
                 return None
             piece = Piece(table, work, source, None, 0, {}, (path_owner, key_owner, list(groups)))
@@ -226,9 +225,9 @@ def split(output: Output, batch: dict, keys: dict[str, str]) -> list[Piece] | No
 
 
 def carve(
-    output: Output, batch: dict, pieces: list[Piece], keep: frozenset[str], part: str, *,
+    output: Output, batch: Batch, pieces: list[Piece], keep: frozenset[str], part: str, *,
     dropped: dict | None = None, growing: dict[str, Growth] | None = None,
-) -> dict | None:
+) -> Batch | None:
     """Write the rows of the groups `keep` of a previous batch (split by `split`) as parts named
     `part`, and return their state entry (None when no group is left).
 
@@ -237,7 +236,7 @@ def carve(
     their rows too, but in the tables where `dropped` (by (table, work), or None for every table)
     says their new rows were written whole; the entry lists them, with their current fingerprint,
     when rows of them are left."""
-    groups = batch["groups"]
+    groups = batch.groups
     delta = sorted(growing.keys() & groups.keys()) if growing else []
     plan_parts = []
     remaining: set[str] = set()
@@ -272,40 +271,35 @@ def carve(
             work_tables.append(p.table)
         else:
             counts[p.table] = rows
-        rows_by_group[part_label(p.table, p.work)] = [p.by_group.get(g, 0) if g in kept else 0 for g in listed]
+        rows_by_group[part_label(p.table, p.work)] = tuple(p.by_group.get(g, 0) if g in kept else 0 for g in listed)
     path_owner = path_owners(groups)
     files = {name for owner in keep for name, *_ in groups[owner] or []}
     entry = {owner: groups[owner] for owner in keep}
     entry.update((owner, growing[owner].fp) for owner in remaining)
-    return {
-        "part": part,
-        "groups": dict(sorted(entry.items())),
-        "inputs": [i for i in batch["inputs"] if i["path"] in files],
-        "skipped": [s for s in batch["skipped"] if path_owner.get(s[0]) in keep],
-        "counts": counts,
-        "work": work_tables,
-        "rows": rows_by_group,
-    }
+    return Batch(
+        part, dict(sorted(entry.items())), tuple(i for i in batch.inputs if i["path"] in files),
+        tuple(s for s in batch.skipped if path_owner.get(s[0]) in keep), counts, tuple(work_tables), rows_by_group,
+    )
 
 
 def keep_previous(
-    output: Output, state: dict | None, splits: dict[str, list[Piece] | None], keys: dict[str, str], owner: str,
+    output: Output, state: State | None, splits: dict[str, list[Piece] | None], keys: dict[str, str], owner: str,
     used: set[str],
-) -> list[dict]:
+) -> list[Batch]:
     """The rows an earlier run wrote of a group this run could not convert, carved out of the
     previous batches holding them (still in the previous output: the swap comes later), as state
     entries with the fingerprint of that run: the next run tries the group again. None when the
     group is new, or when its rows cannot be told apart by group (then they go, as before)."""
     entries = []
-    for old in (state or {}).get("batches", []):
-        if owner not in old["groups"]:
+    for old in state.batches if state else ():
+        if owner not in old.groups:
             continue
-        if old["part"] not in splits:
-            splits[old["part"]] = split(output, old, keys)
-        if splits[old["part"]] is None:
+        if old.part not in splits:
+            splits[old.part] = split(output, old, keys)
+        if splits[old.part] is None:
             continue
-        part = reuse.unique_part(reuse.part_id([owner, f"previous:{old['part']}"]), used)
-        carved = carve(output, old, splits[old["part"]], frozenset({owner}), part)
+        part = reuse.unique_part(reuse.part_id([owner, f"previous:{old.part}"]), used)
+        carved = carve(output, old, splits[old.part], frozenset({owner}), part)
         if carved is not None:
             entries.append(carved)
     return entries

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from batch import reuse, sql
 from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
+from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Unit, batches
@@ -76,7 +77,7 @@ class CapturedPart:
 
 
 def growing_groups(
-    plan: reuse.Plan, state: dict | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
+    plan: reuse.Plan, state: State | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
     batch_bytes: int,
 ) -> dict[str, Growth]:
     """The changed groups to re-run as deltas: Claude Code session groups whose every file only grew
@@ -85,18 +86,18 @@ def growing_groups(
     a batch (its conversion as it was would be held in memory while it is converted as it is)."""
     if not state or not plan.changed:
         return {}
-    batches_before = state.get("batches", [])
-    before = {o: fp for b in batches_before for o, fp in b["groups"].items()}
-    heads = state.get("heads") if isinstance(state.get("heads"), dict) else {}
-    recorded = {i["path"]: i.get("sha256") for b in batches_before for i in b["inputs"]}
+    batches_before = state.batches
+    before = state.owners()
+    heads = state.heads
+    recorded = {i["path"]: i.get("sha256") for b in batches_before for i in b.inputs}
     by_owner: dict[str, list[Unit]] = {}
     for unit in units:
         by_owner.setdefault(unit.owner, []).append(unit)
     names = {f.name for f in found.files}
     shared = {
         o for b in batches_before
-        if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b["groups"].items())
-        for o in b["groups"]
+        if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b.groups.items())
+        for o in b.groups
     }
     growing = {}
     for owner in sorted(plan.changed & shared):
@@ -125,10 +126,10 @@ def same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
 
 
 def run_deltas(
-    output: Output, growing: dict[str, Growth], touched: list[dict], splits: dict[str, list[Piece] | None],
+    output: Output, growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
     tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: Stop,
     convert_batch: Callable,
-) -> tuple[list[dict], dict, dict, set[str]]:
+) -> tuple[list[Batch], dict, dict, set[str]]:
     """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
     previous sizes) and as they are, and per table (output and `_work/`) write only the new rows
     that are not among the old ones, when the old rows are all among the new ones (as multisets,
@@ -172,12 +173,12 @@ def run_deltas(
 
 
 def _held_rows(
-    touched: list[dict], splits: dict[str, list[Piece] | None], growing: dict[str, Growth]
+    touched: list[Batch], splits: dict[str, list[Piece] | None], growing: dict[str, Growth]
 ) -> dict[tuple[str, bool], dict[str, int]]:
     """The rows the previous batches hold of each grown group, by (table, work)."""
     held: dict[tuple[str, bool], dict[str, int]] = {}
     for batch in touched:
-        for p in splits[batch["part"]]:
+        for p in splits[batch.part]:
             for owner, n in p.by_group.items():
                 if owner in growing:
                     held.setdefault((p.table, p.work), {})
@@ -188,7 +189,7 @@ def _held_rows(
 def _write_delta(
     output: Output, owners: list[str], growing: dict[str, Growth], before, after, old: Captured, new: Captured,
     held: dict, current: dict[str, list | None], used: set[str], dropped: dict, fell_back: dict[str, int],
-) -> dict:
+) -> Batch:
     """Write a chunk's delta, converted as it was (`before`, into `old`) and as it is (`after`, into
     `new`), as one new batch; note its rewritten and fallen-back groups in `dropped` and `fell_back`.
     Returns the batch's state entry."""
@@ -224,15 +225,11 @@ def _write_delta(
                 counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
             rows_by_group.add(part_label(table, work), rows)
     recorded = rows_by_group.result((path_owner, key_owner))
-    return {
-        "part": part,
-        "groups": {o: current[o] for o in owners},
-        "inputs": after.inputs,
-        "skipped": [list(s) for s in after.skipped],
-        "counts": counts,
-        "work": output.parts(part, list(WORK_SCHEMAS), work=True),
-        **({"rows": recorded} if recorded is not None else {}),
-    }
+    return Batch(
+        part, {o: current[o] for o in owners}, tuple(after.inputs), tuple(tuple(s) for s in after.skipped), counts,
+        tuple(output.parts(part, list(WORK_SCHEMAS), work=True)),
+        {k: tuple(v) for k, v in recorded.items()} if recorded is not None else None,
+    )
 
 
 def _note_fallback(

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from batch import reuse
-from batch.errors import OutputError
+from batch.incremental.state import Batch, State
 from batch.output.folder import Output
 from batch.sources.base import Unit
 from batch.sources.registry import Discovery
@@ -20,7 +20,7 @@ from batch.sources.registry import Discovery
 
 def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
     """Owners of the reused batches whose files' SHA-256 differ from those recorded (`--verify`)."""
-    owners = {owner for batch in plan.reused for owner in batch["groups"]}
+    owners = {owner for batch in plan.reused for owner in batch.groups}
     digests = {}
     for unit in units:
         if unit.owner in owners:
@@ -33,24 +33,22 @@ def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
     return reuse.unverified(plan.reused, digests, plan.kept)
 
 
-def present(state: dict | None) -> set[str] | None:
+def present(state: State | None) -> set[str] | None:
     """The groups whose sources the run that wrote `state` found (None when it does not say)."""
-    reads = (state or {}).get("reads")
-    if not isinstance(reads, dict):
+    if state is None:
         return None
-    return {o for o, r in reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
+    return {o for o, r in state.reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
 
 
 def reads(
-    previous: dict | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str,
+    previous: State | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str,
     carried: dict[str, str | None] | None = None,
 ) -> dict[str, list]:
     """Per group of the new output: [when its source was last read, whether this run found it].
     A group converted now was read now; a reused or kept one keeps the time the state records
     (None when an earlier state did not record it); one rebuilt from an earlier output (`carried`:
     when that output's run last read it) is not found."""
-    before = (previous or {}).get("reads")
-    before = before if isinstance(before, dict) else {}
+    before = previous.reads if previous else {}
 
     def last(owner: str) -> str | None:
         r = before.get(owner)
@@ -87,14 +85,14 @@ def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path) -> di
     }
 
 
-def kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
+def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
     """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
     last read from (the manifest's `inputs` still list them) and when."""
     gone = {o for o, (_, present) in reads.items() if not present}
-    owner_of = {name: o for b in state_batches for o in gone & b["groups"].keys() for name, *_ in b["groups"][o] or []}
+    owner_of = {name: o for b in state_batches for o in gone & b.groups.keys() for name, *_ in b.groups[o] or []}
     paths: dict[str, set[str]] = {}
     for b in state_batches:
-        for i in b["inputs"]:
+        for i in b.inputs:
             if i["path"] in owner_of:
                 paths.setdefault(owner_of[i["path"]], set()).add(i["path"])
     return [
@@ -104,7 +102,7 @@ def kept(state_batches: list[dict], reads: dict[str, list]) -> list[dict]:
 
 
 def replaced(
-    output: Output, state: dict | None, found: Discovery, owners: set[str], current: dict[str, list | None]
+    output: Output, state: State | None, found: Discovery, owners: set[str], current: dict[str, list | None]
 ) -> list[dict]:
     """The files of the previous output, among the groups `owners` converted again, whose earlier
     lines are not all in them any more: gone while their group is still there, shorter than
@@ -113,8 +111,8 @@ def replaced(
     if not state or not owners:
         return []
     paths = {f.name: f.path for f in found.files}
-    recorded = {i["path"]: i.get("sha256") for b in state.get("batches", []) for i in b["inputs"]}
-    before = {o: fp for b in state.get("batches", []) for o, fp in b["groups"].items() if o in owners}
+    recorded = {i["path"]: i.get("sha256") for b in state.batches for i in b.inputs}
+    before = {o: fp for o, fp in state.owners().items() if o in owners}
     found_replaced = {}
     for owner, fp in sorted(before.items()):
         if current.get(owner) is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from batch.errors import OutputError
+from batch.incremental.state import Batch
 from batch.output import integrity
 from batch.sources import archive
 
@@ -59,16 +60,16 @@ class Repair:
         )
 
 
-def rescue(out: Path, batches: list[dict], owners: set[str], repair: Repair, *, verify: bool) -> archive.Archive | None:
+def rescue(out: Path, batches: tuple[Batch, ...], owners: set[str], repair: Repair, *, verify: bool) -> archive.Archive | None:
     """The output's copy of the kept groups `owners`, whose rows are in damaged or missing part files
     (`batches`: the previous state's), as an archive of units; the groups without an intact copy go
     to `repair.lost`. Without `verify`, a run that would lose a group is refused instead."""
     lost = set()
     for b in batches:
-        held = owners & b["groups"].keys()
+        held = owners & b.groups.keys()
         if not held:
             continue
-        copy = integrity.part_paths(b["part"], [t for t in COPY_TABLES if t in b.get("counts", {})], [])
+        copy = integrity.part_paths(b.part, [t for t in COPY_TABLES if t in b.counts], [])
         if any(p in repair.damaged or not (out / p).is_file() for p in copy):
             lost |= held
     found = archive.discover(out, owners=owners - lost, damaged=repair.damaged) if owners - lost else None

@@ -13,6 +13,7 @@ sessions whose sources are gone. docs/decisions/013-work-table-upgrade.md.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -20,7 +21,9 @@ import polars as pl
 
 from batch import sql
 from batch.incremental import carving
-from batch.output.folder import Output, read_state, read_state_of_layout, tables_digest
+from batch.incremental import state
+from batch.incremental.state import Batch, State
+from batch.output.folder import Output, is_ours
 from batch.run import task
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
@@ -32,25 +35,25 @@ DERIVED: dict[str, dict[str, str]] = {
 }
 
 
-def read_upgraded_state(out: Path) -> tuple[dict | None, list[str]]:
-    """The reuse state of the output `out`, as `read_state` reads it, once the output is upgraded
+def read_upgraded_state(out: Path) -> tuple[State | None, list[str]]:
+    """The reuse state of the output `out` when this version can reuse it, once the output is upgraded
     when it lacks only work tables of `DERIVED`; and the names of the work tables derived."""
-    state = read_state_of_layout(out)
-    if state is None or state.get("tables") == tables_digest():
-        return state, []
+    previous = state.read(out) if is_ours(out) else None
+    if previous is None or previous.tables == state.tables_digest():
+        return previous, []
     names = next(
         (set(names) for n in range(1, len(DERIVED) + 1) for names in itertools.combinations(sorted(DERIVED), n)
-         if state.get("tables") == tables_digest(frozenset(names))),
+         if previous.tables == state.tables_digest(frozenset(names))),
         None,
     )
     if names is None:  # other columns: not an output this version can reuse
         return None, []
-    _upgrade(out, state, names)
-    return read_state(out), sorted(names)
+    _upgrade(out, previous, names)
+    return state.read(out), sorted(names)
 
 
-def _upgrade(out: Path, state: dict, names: set[str]) -> None:
-    """Derive the work tables `names` for each batch of the output `out` (reuse state `state`) and
+def _upgrade(out: Path, previous: State, names: set[str]) -> None:
+    """Derive the work tables `names` for each batch of the output `out` (reuse state `previous`) and
     swap the upgraded output in."""
     output = Output(out)
     try:
@@ -58,40 +61,42 @@ def _upgrade(out: Path, state: dict, names: set[str]) -> None:
         con = duckdb.connect()
         try:
             sql.define_macros(con)
-            for batch in state.get("batches", []):
+            batches = []
+            for batch in previous.batches:
                 for name in sorted(names):
-                    _derive(con, output, batch, name)
+                    batch = _derive(con, output, batch, name)
+                batches.append(batch)
         finally:
             con.close()
-        output.write_state({k: v for k, v in state.items() if k not in ("producer", "layout", "tables")})
+        state.write(output.tmp, previous.with_batches(batches))
         output.commit()
     except BaseException:
         output.abort()
         raise
 
 
-def _derive(con: duckdb.DuckDBPyConnection, output: Output, batch: dict, name: str) -> None:
-    """Write the work table `name` of one batch of the previous output from its parts, and add it to
-    the batch's state entry (its `work`, and its rows per group when it records them)."""
+def _derive(con: duckdb.DuckDBPyConnection, output: Output, batch: Batch, name: str) -> Batch:
+    """Write the work table `name` of one batch of the previous output from its parts; return the
+    batch's state entry with it (its `work`, and its rows per group when it records them)."""
     tables = {relation: DERIVED[name].get(relation, relation) for relation in sql.reads(name)}
-    parts = {table: output.out / table / f"part-{batch['part']}.parquet" for table in tables.values()}
-    present = {table for table, path in parts.items() if table in batch.get("counts", {}) and path.is_file()}
+    parts = {table: output.out / table / f"part-{batch.part}.parquet" for table in tables.values()}
+    present = {table for table, path in parts.items() if table in batch.counts and path.is_file()}
     if not present:  # a batch without any of the rows it reads (the run's own part of the scans' rows)
-        return
+        return batch
     for relation, table in tables.items():
         rows = con.read_parquet(str(parts[table])) if table in present else con.from_arrow(
             TABLES_BY_NAME[table].schema.empty_table()
         )
         rows.create_view(relation, replace=True)
     data = pl.from_arrow(task.cast(WORK_SCHEMAS[name], [sql.frame(con, name)]))  # as a batch writes it
-    output.write_work(name, data, batch["part"])
-    batch["work"] = sorted({*batch.get("work", []), name})  # as a task lists them
-    if "rows" in batch:
-        label = carving.part_label(name, True)
-        counter = carving.RowsByGroup(sorted(batch["groups"]))
-        counter.add(label, data)
-        rows = counter.result(carving.key_owners(batch["groups"], batch["inputs"], batch["skipped"], {}))
-        if rows is None:  # told from the parts' key columns when carved
-            del batch["rows"]
-        else:
-            batch["rows"][label] = rows[label]
+    output.write_work(name, data, batch.part)
+    work = tuple(sorted({*batch.work, name}))  # as a task lists them
+    if batch.rows is None:
+        return replace(batch, work=work)
+    label = carving.part_label(name, True)
+    counter = carving.RowsByGroup(sorted(batch.groups))
+    counter.add(label, data)
+    rows = counter.result(carving.key_owners(batch.groups, batch.inputs, batch.skipped, {}))
+    if rows is None:  # told from the parts' key columns when carved
+        return replace(batch, work=work, rows=None)
+    return replace(batch, work=work, rows={**batch.rows, label: tuple(rows[label])})

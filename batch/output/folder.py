@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
-import hashlib
 import json
 import os
 import re
@@ -39,7 +37,7 @@ import pyarrow as pa
 from batch.errors import OutputError
 from batch.output import integrity
 from batch.output.catalog import CATALOG, write_catalog
-from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, STATE_LAYOUT, TEMPORARY_RE, WORK
+from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, TEMPORARY_RE, WORK
 from batch.output.parts import PartWriter
 from batch.schema import TABLES, Table
 from batch.schema.work import WORK_SCHEMAS
@@ -159,12 +157,6 @@ class Output:
         self._catalog_reused = True
         return True
 
-    def write_state(self, state: dict) -> None:
-        """Record what an incremental run needs to reuse this output's batches (docs/asr-tables.md)."""
-        state = {"producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
-                 **state}
-        (self.tmp / STATE).write_text(json.dumps(state, separators=(",", ":")) + "\n", encoding="utf-8")
-
     def glob(self, table: str, *, work: bool = False) -> str:
         return str(self._folder(table, work) / "*.parquet")
 
@@ -249,38 +241,12 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def read_state(out: Path) -> dict | None:
-    """The reuse state of the output folder `out`, when it is ours and was written by this version; only reads."""
-    state = read_state_of_layout(out)
-    return state if state is not None and state.get("tables") == tables_digest() else None
-
-
-def read_state_of_layout(out: Path) -> dict | None:
-    """The reuse state of the output folder `out`, when it is ours and of this version and layout,
-    whatever columns its tables have (`tables_digest`); only reads."""
+def is_ours(out: Path) -> bool:
+    """Whether `out` is an asr-batch output (its manifest lists the tables it holds); only reads."""
     try:
-        out = out.resolve()
-        path = out / STATE
-        if path.is_symlink() or not path.is_file() or _manifest_tables(out) is None:
-            return None
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
-        return None
-    if not isinstance(state, dict) or state.get("producer") != {"name": PRODUCER, "version": VERSION}:
-        return None
-    return state if state.get("layout") == STATE_LAYOUT else None
-
-
-@functools.cache
-def tables_digest(without: frozenset[str] = frozenset()) -> str:
-    """A digest of every table's columns and types, the work tables' included but those `without`: a
-    state written with other columns is another version's (its parts would be reused beside parts of
-    other columns), unless only work tables it can derive are missing (batch/incremental/upgrade.py)."""
-    schemas = [(t.name, t.schema) for t in TABLES] + [
-        (f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items()) if n not in without
-    ]
-    text = "\n".join(f"{name}: " + ", ".join(f"{f.name} {f.type}" for f in schema) for name, schema in schemas)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _manifest_tables(out.resolve()) is not None
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop
+        return False
 
 
 LOCK_SUFFIX = ".asr-lock"

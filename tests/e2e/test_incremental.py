@@ -242,7 +242,7 @@ def _as_written_before(out: Path, work_table: str) -> None:
     for entry in saved["batches"]:
         entry["work"] = [t for t in entry.get("work", []) if t != work_table]
         entry.get("rows", {}).pop(f"_work/{work_table}", None)
-    saved["tables"] = batch.output.folder.tables_digest(frozenset({work_table}))
+    saved["tables"] = batch.incremental.state.tables_digest(frozenset({work_table}))
     (out / "_reuse.json").write_text(json.dumps(saved))
 
 
@@ -273,7 +273,7 @@ def test_an_output_written_before_a_work_table_existed_is_upgraded_and_keeps_wha
     for name, frame in _work_tables(out).items():
         assert sorted_rows(frame).equals(sorted_rows(work[name])), name
     assert {p.name: p.stat().st_ino for p in records.glob("*.parquet")} == before
-    assert _state(out)["tables"] == batch.output.folder.tables_digest()
+    assert _state(out)["tables"] == batch.incremental.state.tables_digest()
     # and it is reused as any output of this version: nothing changed, nothing converted
     again = batch.convert([sample], out, warn=warned.append, **kw).manifest["reuse"]
     assert again["session_groups_converted"] == 0 and again["final_stage"] == "reused"
@@ -283,7 +283,7 @@ def test_an_output_whose_columns_differ_otherwise_is_not_upgraded(sample, tmp_pa
     out = tmp_path / "out"
     batch.convert([sample], out)
     saved = _state(out)
-    saved["tables"] = batch.output.folder.tables_digest(frozenset(WORK_SCHEMAS))  # lacks every work table
+    saved["tables"] = batch.incremental.state.tables_digest(frozenset(WORK_SCHEMAS))  # lacks every work table
     (out / "_reuse.json").write_text(json.dumps(saved))
     warned = []
     summary = batch.convert([sample], out, warn=warned.append).manifest["reuse"]  # converted again, not upgraded
@@ -746,7 +746,7 @@ def test_a_delta_takes_the_rows_per_group_from_the_state(sample, tmp_path, monke
     grow(sample / VIEWER, VIEWER_SID, 12)
     read = []
     real = pl.read_parquet
-    monkeypatch.setattr(batch.pipeline.pl, "read_parquet", lambda source, *a, **kw: read.append(Path(source)) or real(source, *a, **kw))
+    monkeypatch.setattr(pl, "read_parquet", lambda source, *a, **kw: read.append(Path(source)) or real(source, *a, **kw))
     batch.convert([sample], out)
     monkeypatch.undo()
     summary = assert_same_as_full(sample, out, tmp_path)

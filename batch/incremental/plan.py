@@ -1,0 +1,219 @@
+"""What a run takes from the previous output: the plan (which batches are reused as they are,
+carved, or re-run as deltas; which groups are converted, kept, rebuilt from the output's copy or
+lost), then the previous batches taken into the run folder (docs/architecture.md, "Incremental re-runs")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from batch import reuse
+from batch.incremental import carving, deltas, history, repair
+from batch.incremental.state import Batch, State
+from batch.output import integrity
+from batch.output.folder import Output, forget_manifest
+from batch.run import task
+from batch.run.memory import Stop
+from batch.schema import TABLES
+from batch.schema.work import WORK_SCHEMAS
+from batch.sources import registry
+
+BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a run reuses of the previous output and what it converts (`plan`, then `take_previous`)."""
+
+    previous: State | None
+    state: State | None  # the previous state without the groups that must be converted again
+    key: str
+    imports_key: str
+    owners_fp: dict[str, list | None]
+    plan: reuse.Plan
+    splits: dict[str, list[carving.Piece] | None]  # the batches to carve, split by group
+    keys: dict  # `carving.session_owners` of the previous state
+    growing: dict[str, deltas.Growth]  # the grown groups to re-run as deltas
+    touched: list[Batch]  # the previous batches holding a growing group
+    final_reused: bool  # nothing changed: the final stage is the previous run's
+    previous_manifest: dict | None
+    used: set[str]  # part names taken
+    repair: repair.Repair  # the previous output's damaged part files, and what became of their groups
+    carved: tuple[Batch, ...] = ()  # set by `take_previous`, as the next three
+    delta_summary: dict = field(default_factory=dict)
+    replaced: tuple[dict, ...] = ()
+
+
+def plan(
+    output: Output, previous: State | None, found_all: registry.Inputs, *, verify: bool, full: bool, prune: bool,
+    batch_bytes: int,
+) -> Planned:
+    """Decide what the previous output gives: batches reused as they are, carved, or holding grown
+    groups to re-run as deltas, and the units to convert."""
+    found, units = found_all.found, found_all.units
+    key = reuse.run_key(found.tool_result_files)
+    owners_fp = reuse.fingerprints(units)
+    asked = {"key": key, "current": owners_fp, "prune": prune, "full": full}
+    planned = reuse.plan(units, previous, **asked)
+    state = previous
+    # the previous output's part files that are not as its run wrote them (integrity.damaged): the
+    # batches holding them are converted again, their kept groups from the output's copy of their files
+    fixing = repair.Repair(output.recorded_files() if previous else {})
+    fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
+
+    def damaged(b: Batch) -> bool:
+        return bool(fixing.damaged & integrity.part_paths(b.part, list(b.counts), list(b.work)))
+
+    fixing.held = {o for b in previous.batches if damaged(b) for o in b.groups} if previous else set()
+
+    # a batch whose parts are no longer all there (removed by hand) or damaged is converted again
+    missing = {
+        owner for b in [*planned.reused, *(b for b, _ in planned.carved)]
+        if output.parts(b.part, list(b.counts), previous=True) != list(b.counts)
+        or output.parts(b.part, list(b.work), work=True, previous=True) != list(b.work) or damaged(b)
+        for owner in b.groups
+    }
+    if verify and planned.reused:
+        missing |= history.unverified(planned, units)
+    if verify:  # nothing is carved with --verify: the groups of a carved batch are converted again
+        # (but for a batch holding kept groups: they cannot be converted again)
+        missing |= {owner for b, _ in planned.carved if not planned.kept & b.groups.keys() for owner in b.groups}
+    # The batches to carve, and those holding a group re-run as a delta (`deltas.run_deltas`), are split by
+    # group first (key columns only); a batch whose rows cannot all be told apart by group is
+    # dropped, with every batch sharing a group with it, and their groups are converted again.
+    splits: dict[str, list[carving.Piece] | None] = {}
+    keys = carving.session_owners(previous.batches if previous else ())
+    while True:
+        if missing:
+            lost = reuse.spread(previous.batches, missing) & planned.kept - fixing.rebuilt - fixing.lost
+            if lost:  # kept groups: converted from the output's copy of their files, or declared lost
+                copy = repair.rescue(output.out, previous.batches, lost, fixing, verify=verify)
+                if copy is not None:
+                    units.extend(copy.units)
+                    found_all.carried.update((u.owner, copy) for u in copy.units)
+                    found_all.archives.append(copy)
+                    owners_fp.update(reuse.fingerprints(copy.units))
+            state = reuse.without(previous, missing)
+            planned = replace(reuse.plan(units, state, **asked), complete=False)
+        growing = {} if verify or full else deltas.growing_groups(
+            planned, state, found, units, owners_fp, batch_bytes
+        )
+        touched = [b for b in (state.batches if state else ()) if growing.keys() & b.groups.keys()]
+        bad = {o for b in touched if damaged(b) for o in b.groups}
+        for b in [*touched, *(b for b, _ in planned.carved)]:
+            if b.part not in splits:
+                splits[b.part] = carving.split(output, b, keys)
+            if splits[b.part] is None:
+                bad |= b.groups.keys()
+        if not bad - missing:
+            break
+        missing |= bad
+    # nothing changed (every batch reused, the imports' run-level rows the same, the same groups'
+    # sources found as in the previous run: `sessions.source_present`): the final stage and what the
+    # manifest reports of it are the previous run's. The previous manifest was parsed when the output
+    # was found to be ours: taken now, else not held while batches are converted.
+    imports_key = registry.run_key(found_all.imports)
+    final_reused = (
+        planned.complete and not fixing.damaged and previous.imports == imports_key
+        and history.present(previous) == set(owners_fp) - found_all.carried.keys()
+    )
+    previous_manifest = output.previous_manifest() if final_reused else None
+    forget_manifest()
+    used = {b.part for b in [*planned.reused, *touched]} | {reuse.part_id(())}
+    return Planned(
+        previous, state, key, imports_key, owners_fp, planned, splits, keys, growing, touched, final_reused,
+        previous_manifest, used, fixing,
+    )
+
+
+def take_previous(
+    output: Output, p: Planned, found_all: registry.Inputs, *, batch_bytes: int, stop: Stop,
+) -> tuple[Planned, Taken]:
+    """Take what the previous output gives into the run folder: the grown groups' deltas, the carved
+    batches' rows and the reused batches' parts, each batch's state entry as recorded; return the
+    plan with what this changed of it (the deltas, the carved batches, the replaced files)."""
+    found = found_all.found
+    # the grown groups re-run as deltas: their new rows in batches of their own, and what of
+    # their previous rows is kept or dropped, per table (`deltas.run_deltas`)
+    delta_batches, dropped, delta_summary, growing = [], {}, {}, p.growing
+    if growing:
+        delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
+            output, growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, p.owners_fp,
+            stop, task.convert_batch,
+        )
+        growing = {owner: g for owner, g in growing.items() if owner not in whole}
+    # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
+    # group that is still there): named in the manifest with the lines the previous output held
+    replaced = history.replaced(output, p.state, found, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp)
+    planned = replace(p.plan, units=[u for u in p.plan.units if u.owner not in growing])
+    carved = []
+    # the unchanged groups of a batch that also held changed ones: their rows are carved out of
+    # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
+    for old in p.touched:
+        same = frozenset(o for o, fp in old.groups.items() if reuse.unchanged(o, fp, p.owners_fp, planned.kept))
+        entry = carving.carve(output, old, p.splits[old.part], same, old.part, dropped=dropped, growing=growing)
+        if entry is not None:
+            carved.append(entry)
+    held = {b.part for b in p.touched}
+    for old, keep in planned.carved:
+        if old.part not in held:
+            part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
+            carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
+    taken = Taken([], list(found.skipped))
+    for batch in planned.reused:
+        output.reuse(batch.part, BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
+    # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
+    # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
+    for batch in [*planned.reused, *carved, *delta_batches]:
+        taken.add(batch.with_inputs(registry.current_provenance(list(batch.inputs), found_all.imports)))
+    return replace(
+        p, plan=planned, growing=growing, carved=tuple(carved), delta_summary=delta_summary, replaced=tuple(replaced),
+    ), taken
+
+
+@dataclass
+class Taken:
+    """What the new output's batches hold, taken as each is reused, carved or converted: their
+    inputs, skipped paths, row counts and state entries."""
+
+    inputs: list[dict]
+    skipped: list[tuple[str, str]]
+    counts: dict[str, int] = field(default_factory=dict)
+    batches: list[Batch] = field(default_factory=list)
+
+    def add(self, batch: Batch) -> None:
+        """Take a batch's state entry (reused and carved ones as recorded)."""
+        self.inputs.extend(batch.inputs)
+        self.skipped.extend(tuple(s) for s in batch.skipped)
+        self.count(batch.counts)
+        self.batches.append(batch)
+
+    def count(self, counts: dict[str, int]) -> None:
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+
+
+def reuse_summary(
+    previous: State | None, plan: reuse.Plan, carved_batches: list[Batch], converting: set[str], inputs: int, *,
+    verify: bool, final_reused: bool, not_converted: list[dict], deltas: dict,
+) -> dict:
+    """The manifest's `reuse`: what this run reused of the previous output, converted, kept or pruned."""
+    reused_inputs = sum(len(b.inputs) for b in [*plan.reused, *carved_batches])
+    return {
+        "previous_output": previous is not None,
+        "session_groups_reused": len(
+            {o for b in [*plan.reused, *carved_batches] for o in b.groups} - converting - plan.kept
+        ),
+        "session_groups_converted": len(converting),
+        "inputs_reused": reused_inputs,
+        "inputs_converted": inputs - reused_inputs,
+        "verified": bool(verify and plan.reused),
+        # the imports' run-level rows (checkpoint tables, trailers) are the previous run's too
+        "final_stage": "reused" if final_reused else "run",
+        # groups the previous output holds whose sources this run was not given: kept, or pruned
+        **({"session_groups_kept": len(plan.kept)} if plan.kept else {}),
+        **({"session_groups_pruned": len(plan.pruned)} if plan.pruned else {}),
+        # groups that needed more memory than the run may use: declared losses (`run.schedule.declare_too_large`)
+        **({"session_groups_not_converted": len(not_converted)} if not_converted else {}),
+        # grown groups re-run as deltas (only when there were some): docs/asr-tables.md, "Re-runs"
+        **({"deltas": deltas} if deltas else {}),
+    }

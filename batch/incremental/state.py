@@ -1,0 +1,170 @@
+"""The reuse state (`_reuse.json`): what a run over an output needs to reuse its work, as frozen
+typed records, read and written here only (docs/asr-tables.md, "Re-runs").
+
+A `State` lists each batch of the output (`Batch`: its part name, its session groups with their
+fingerprints, the manifest inputs and skipped paths it recorded, its rows per table and per group),
+the heads of the transcripts discovery read, and when each group's source was last read. The file
+also names the version that wrote it (`producer`), the meaning of what it holds (`STATE_LAYOUT`) and
+a digest of every table's columns (`tables_digest`): a state of another version, layout or columns
+is not this version's (`read` returns None), and the output is read as a source instead
+(batch/sources/archive.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from batch.output.layout import STATE, STATE_LAYOUT
+from batch.schema import TABLES
+from batch.schema.work import WORK_SCHEMAS
+from batch.version import PRODUCER, VERSION
+
+# A group's fingerprint as stored: per file [name, size, modification time ns, sidecar digest], per
+# Git object [kind, ID...], per file rebuilt from an earlier output [name, size, SHA-256]; None when
+# only reading tells (batch/sources/base.py `Unit.fingerprint`, `reuse.fingerprints`).
+Fingerprint = list | None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch of the output: its parts (`part-<part>.parquet` of the tables in `counts` and of the
+    work tables in `work`), the groups they hold, and what its conversion recorded."""
+
+    part: str
+    groups: Mapping[str, Fingerprint]  # owner -> fingerprint, sorted by owner
+    inputs: tuple[dict, ...]  # the manifest's entries of the files it read
+    skipped: tuple[tuple[str, str], ...]  # (path, why)
+    counts: Mapping[str, int]  # output table -> rows of its part
+    work: tuple[str, ...] = ()  # the work tables it has parts of
+    rows: Mapping[str, tuple[int, ...]] | None = None  # table (work: `_work/<name>`) -> rows per group, sorted
+
+    def with_inputs(self, inputs: list[dict]) -> Batch:
+        return replace(self, inputs=tuple(inputs))
+
+    def to_json(self) -> dict:
+        return {
+            "part": self.part,
+            "groups": dict(self.groups),
+            "inputs": list(self.inputs),
+            "skipped": [list(s) for s in self.skipped],
+            "counts": dict(self.counts),
+            "work": list(self.work),
+            **({"rows": {k: list(v) for k, v in self.rows.items()}} if self.rows is not None else {}),
+        }
+
+    @staticmethod
+    def from_json(value: object) -> Batch:
+        """A batch entry as a state file holds it; ValueError when it is not one."""
+        if not isinstance(value, dict):
+            raise ValueError("a batch is not an object")
+        part, groups, inputs = value.get("part"), value.get("groups"), value.get("inputs")
+        skipped, counts, work, rows = value.get("skipped"), value.get("counts"), value.get("work", []), value.get("rows")
+        if not (
+            isinstance(part, str) and isinstance(groups, dict) and all(isinstance(o, str) for o in groups)
+            and all(fp is None or isinstance(fp, list) for fp in groups.values())
+            and isinstance(inputs, list) and all(isinstance(i, dict) and isinstance(i.get("path"), str) for i in inputs)
+            and isinstance(skipped, list) and all(isinstance(s, list) and len(s) == 2 for s in skipped)
+            and isinstance(counts, dict) and all(type(n) is int for n in counts.values())
+            and isinstance(work, list) and all(isinstance(w, str) for w in work)
+        ):
+            raise ValueError(f"batch {part!r} is not as this version writes it")
+        return Batch(
+            part, dict(sorted(groups.items())), tuple(inputs), tuple((str(a), str(b)) for a, b in skipped),
+            dict(counts), tuple(work), _rows(rows, len(groups)),
+        )
+
+
+@dataclass(frozen=True)
+class State:
+    """The reuse state of an output."""
+
+    run_key: str | None = None  # what every batch depends on beyond its files (`reuse.run_key`)
+    imports: str | None = None  # what the rows sources give once per run depend on (`registry.run_key`)
+    heads: Mapping[str, list] = field(default_factory=dict)  # discovery's heads of transcripts, by name
+    event_heads: Mapping[str, list] = field(default_factory=dict)  # the same of Entire event files
+    batches: tuple[Batch, ...] = ()
+    reads: Mapping[str, list] = field(default_factory=dict)  # owner -> [last read at, found by its run]
+    tables: str | None = None  # `tables_digest` of the version that wrote it
+
+    def owners(self) -> dict[str, Fingerprint]:
+        """Every group of the output with its fingerprint."""
+        return {o: fp for b in self.batches for o, fp in b.groups.items()}
+
+    def with_batches(self, batches: list[Batch] | tuple[Batch, ...]) -> State:
+        return replace(self, batches=tuple(batches))
+
+    def to_json(self) -> dict:
+        return {
+            "producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
+            "run_key": self.run_key, "imports": self.imports, "heads": dict(self.heads),
+            "event_heads": dict(self.event_heads), "batches": [b.to_json() for b in self.batches],
+            "reads": dict(self.reads),
+        }
+
+
+def read(out: Path) -> State | None:
+    """The reuse state of the output folder `out` when this version and layout wrote it, whatever
+    columns its tables have (`State.tables`: compare with `tables_digest`); None otherwise, or when
+    the file is missing, not JSON or not as this version writes it. Only reads."""
+    try:
+        path = out.resolve() / STATE
+        if path.is_symlink() or not path.is_file():
+            return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
+        return None
+    if not isinstance(value, dict) or value.get("producer") != {"name": PRODUCER, "version": VERSION}:
+        return None
+    if value.get("layout") != STATE_LAYOUT:
+        return None
+    try:
+        batches = tuple(Batch.from_json(b) for b in value.get("batches", []))
+    except ValueError:
+        return None
+
+    def mapping(key: str) -> dict:
+        found = value.get(key)
+        return found if isinstance(found, dict) else {}
+
+    def text(key: str) -> str | None:
+        found = value.get(key)
+        return found if isinstance(found, str) else None
+
+    return State(
+        text("run_key"), text("imports"), mapping("heads"), mapping("event_heads"), batches, mapping("reads"),
+        text("tables"),
+    )
+
+
+def write(folder: Path, state: State) -> None:
+    """Write `state` as the reuse state of the output folder `folder`."""
+    (folder / STATE).write_text(json.dumps(state.to_json(), separators=(",", ":")) + "\n", encoding="utf-8")
+
+
+@functools.cache
+def tables_digest(without: frozenset[str] = frozenset()) -> str:
+    """A digest of every table's columns and types, the work tables' included but those `without`: a
+    state written with other columns is another version's (its parts would be reused beside parts of
+    other columns), unless only work tables it can derive are missing (batch/incremental/upgrade.py)."""
+    schemas = [(t.name, t.schema) for t in TABLES] + [
+        (f"_work/{n}", s) for n, s in sorted(WORK_SCHEMAS.items()) if n not in without
+    ]
+    text = "\n".join(f"{name}: " + ", ".join(f"{f.name} {f.type}" for f in schema) for name, schema in schemas)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _rows(value: object, groups: int) -> dict[str, tuple[int, ...]] | None:
+    """A batch's rows per table and group, when well formed (else None: told from its parts when needed)."""
+    if not isinstance(value, dict):
+        return None
+    rows = {}
+    for label, counts in value.items():
+        if not (isinstance(counts, list) and len(counts) == groups and all(type(n) is int and n >= 0 for n in counts)):
+            return None
+        rows[str(label)] = tuple(counts)
+    return rows

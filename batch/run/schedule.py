@@ -1,0 +1,118 @@
+"""The batches of a run as tasks on an executor: submitted as many at a time as it has workers (a
+batch larger than a batch alone), each result handed on as it ends; the batches that ran out of
+memory converted again a session group at a time, and a group that does not fit even alone declared
+(docs/architecture.md, "A batch out of memory")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+
+import polars as pl
+
+from batch import reuse
+from batch.output.folder import Output
+from batch.run import executors, task
+from batch.run.finalize import SOURCE_LOSSES
+from batch.run.memory import Stop, largest_line
+from batch.sources.base import Unit
+
+
+def run(
+    groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
+    executor: str, workers: int, roots: list[Path], batch_bytes: int, stop: Stop, memory: int | None,
+    done: Callable[[task.TaskResult, list[Unit]], None],
+) -> list[tuple[list[Unit], str]]:
+    """Convert the batches (`groups`, of `sizes` bytes) as tasks on `executor` (batch/run/executors.py),
+    `done(result, units)` told of each one converted as it ends; return the session groups that ran
+    out of memory whatever was tried, with their last error.
+
+    Batches are independent until the final stage: each runs on its own DuckDB connection, as many at
+    a time as the executor has workers; a batch larger than batch_bytes runs alone, with every CPU of
+    its machine. A batch that ran out of memory is converted again a session group at a time, each
+    alone; a group that still does not fit, again with its lines longer than the memory limit allows
+    (`largest_line`) rejected undecoded."""
+    if not groups:
+        return []
+    failed: list[tuple[list[Unit], str]] = []  # batches that ran out of memory
+    submitted: dict[Future[task.TaskResult], list[Unit]] = {}
+
+    def collect(finished: set[Future[task.TaskResult]]) -> None:
+        for future in finished:
+            result, units = future.result(), submitted.pop(future)
+            if result.out_of_memory is not None:
+                failed.append((units, result.out_of_memory))
+                continue
+            done(result, units)
+
+    pool = executors.make(executor, max(1, min(workers, len(groups))), stop)
+    try:
+        pool.check(output.tmp, roots)
+
+        def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[task.TaskResult]:
+            part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
+            future = pool.submit(task.Task(
+                part, tuple(group), output.tmp, frozenset(tool_result_files), 1 if alone else pool.per_machine,
+                memory, max_line,
+            ))
+            submitted[future] = group
+            return future
+
+        running: set[Future[task.TaskResult]] = set()
+        for group, size in zip(groups, sizes):
+            alone = size > batch_bytes
+            while running and (alone or len(running) >= pool.workers):
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                collect(finished)
+            running.add(submit(group, alone))
+            if alone:
+                collect(wait(running).done)
+                running = set()
+        collect(wait(running).done)
+        lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
+        again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
+        failed.clear()
+        for units in again:
+            for owner in sorted({u.owner for u in units}):
+                collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
+        lost += [units for units, _ in failed]
+        failed.clear()
+        for units in lost:
+            collect(wait({submit(units, True, largest_line(memory))}).done)
+    except BaseException:
+        # a signal or a failed batch: interrupt the running tasks before waiting for them (or cancel them)
+        stop.set()
+        pool.close(cancel=True)
+        raise
+    pool.close()
+    return list(failed)
+
+
+def declare_too_large(
+    output: Output, units: list[Unit], error: str, used: set[str], skipped: list[tuple[str, str]]
+) -> dict:
+    """Declare a session group that ran out of memory even alone: a `losses` row (category
+    `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the
+    manifest's `skipped`, and its entry of the manifest's `not_converted`. The group is not in the
+    reuse state as converted now, so the next run tries it again (rows of it an earlier run wrote
+    are kept: `carving.keep_previous`)."""
+    owner = units[0].owner
+    # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
+    files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
+    size = sum(u.size for u in units)
+    error = " ".join(error.split())[:300]
+    detail = (
+        f"session group of {size / (1 << 20):,.1f} MiB ({len(files)} files) needs more memory than this run may "
+        f"use ({error}); convert it with a larger --memory-mb"
+    )
+    frame = pl.DataFrame(
+        {"session_key": [owner], "category": ["memory.session_not_converted"], "detail": [detail], "count": [len(files)]},
+        schema={"session_key": pl.String, "category": pl.String, "detail": pl.String, "count": pl.Int64},
+    )
+    output.write_work(SOURCE_LOSSES, frame, reuse.unique_part(reuse.part_id([owner, "not-converted"]), used))
+    skipped.extend((name, "not converted: its session needs more memory than this run may use (see losses)")
+                   for name in files)
+    return {"session_key": owner, "bytes": size, "files": files, "error": error}
+
+
