@@ -124,7 +124,7 @@ def _convert(
         warn(f"{out} was written before {', '.join(f'{WORK}/{n}' for n in derived)} existed: derived from its parts.")
     # an output whose state this version cannot read (another version's) is read as a source: the
     # groups no input gives any more are converted from its copy of their files (sources/archive.py)
-    carried = registry.previous_output(out) if previous is None and not options.prune else None
+    carried = out if previous is None and not options.prune else None
     fresh = options.verify or options.full
     known = dict(previous.heads) if previous and not fresh else None
     known_events = dict(previous.event_heads) if previous and not fresh else None

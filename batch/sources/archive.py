@@ -91,10 +91,12 @@ def is_output(path: Path) -> bool:
     return path.is_dir() and _manifest(path) is not None
 
 
-def discover(folder: Path, *, owners: set[str] | None = None, damaged: set[str] = frozenset()) -> Archive:
-    """The session groups the output `folder` holds (those of `owners`, when given), one unit each,
-    whose files are rebuilt when its batch runs; files held without their bytes in `not_carried`.
-    The part files `damaged` (paths in the output) are not read."""
+def discover(
+    folder: Path, *, owners: set[str] | None = None, exclude: set[str] = frozenset(), damaged: set[str] = frozenset(),
+) -> Archive:
+    """The session groups the output `folder` holds (those of `owners` when given, but those of
+    `exclude`), one unit each, whose files are rebuilt when its batch runs; files held without their
+    bytes in `not_carried`. The part files `damaged` (paths in the output) are not read."""
     written = written_by(folder)
     if written is None:
         raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
@@ -102,8 +104,11 @@ def discover(folder: Path, *, owners: set[str] | None = None, damaged: set[str] 
     manifest = _manifest(folder)
     archive = Archive(folder, written)
     inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
+    # the group of a file, as its stream's key names it (`<owner>` or `<owner>/<agent>`), so that only
+    # the groups wanted are read; the group its rebuilt file is classified in is checked below
+    wanted = [i for i in inputs if (owners is None or _owner(i) in owners) and _owner(i) not in exclude]
     rebuilt = []
-    for i in inputs:
+    for i in wanted:
         reason = _not_rebuilt(i)
         if reason:
             archive.not_carried.append({"path": i["path"], "session_key": i.get("session_key"), "reason": reason})
@@ -111,28 +116,33 @@ def discover(folder: Path, *, owners: set[str] | None = None, damaged: set[str] 
             rebuilt.append(i)
     if not rebuilt:
         return archive
+    state = _state(folder)
+    reads = state.get("reads") if isinstance(state.get("reads"), dict) else {}
+    # the batches whose parts hold each group's rows (a group's files are read from those alone), as
+    # the state lists them
+    parts: dict[str, set[str]] = {}
+    for b in state.get("batches") or []:
+        if isinstance(b, dict) and isinstance(b.get("part"), str) and isinstance(b.get("groups"), dict):
+            for owner in b["groups"]:
+                parts.setdefault(owner, set()).add(b["part"])
+    hinted = {_owner(i) for i in rebuilt}
+    held_by = tuple(sorted({p for o in hinted for p in parts[o]})) if hinted <= parts.keys() else None
     sidecars = _sidecars(folder, damaged)
     archive.tool_results = _tool_results(folder, damaged)
-    heads = _rebuild(folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES, damaged=damaged)
+    heads = _rebuild(
+        folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES, parts=held_by, damaged=damaged,
+    )
     streams = [_stream(i, heads.get(i["path"], b""), sidecars.get(i.get("session_key"))) for i in rebuilt]
     entries = {i["path"]: i for i in rebuilt}
     groups: dict[str, list[Stream]] = {}
     for s in streams:
         owner = s.session_key if s.producer_source == codex.FORMAT else claude_code.group_owner(s)
         groups.setdefault(owner, []).append(s)
-    state = _state(folder)
-    reads = state.get("reads") if isinstance(state.get("reads"), dict) else {}
-    # the batches whose parts hold each group's rows (its load reads only those), as the state lists them
-    parts: dict[str, set[str]] = {}
-    for b in state.get("batches") or []:
-        if isinstance(b, dict) and isinstance(b.get("part"), str) and isinstance(b.get("groups"), dict):
-            for owner in b["groups"]:
-                parts.setdefault(owner, set()).add(b["part"])
     for owner, group in sorted(groups.items()):
-        if owners is not None and owner not in owners:
+        if (owners is not None and owner not in owners) or owner in exclude:
             continue
         group.sort(key=lambda s: s.name)
-        held = tuple(sorted(parts[owner])) if owner in parts else None
+        held = tuple(sorted({p for s in group for p in parts.get(_owner(entries[s.name]), ())})) or None
         archive.units.append(Unit(
             owner, sum(s.size for s in group),
             partial(load, folder, tuple(group), tuple(entries[s.name] for s in group), held),
@@ -144,6 +154,11 @@ def discover(folder: Path, *, owners: set[str] | None = None, damaged: set[str] 
         archive.last_read[owner] = read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
     archive.recorded = {i["path"]: i.get("sha256") for i in rebuilt}
     return archive
+
+
+def _owner(entry: dict) -> str:
+    """The group a manifest input's stream key names: `<owner>` or `<owner>/<agent>`."""
+    return str(entry.get("session_key") or entry["path"]).split("/", 1)[0]
 
 
 def load(folder: Path, streams: tuple[Stream, ...], entries: tuple[dict, ...], parts: tuple[str, ...] | None) -> Loaded:

@@ -59,13 +59,13 @@ def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], even
 
 def discover(
     sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
-    known_events: dict | None = None, previous: archive.Archive | None = None,
+    known_events: dict | None = None, previous: Path | None = None,
 ) -> Inputs:
     """Ask each source for its units: Git repositories hold Entire checkpoints, asr-batch outputs the
     files they were converted from, other paths Claude Code files and Codex rollouts (a .jsonl file
     whose first line is a Codex session_meta is read as Codex). `known` and `known_events`: the heads
     of Claude Code files and of event files a previous discovery read (`claude_code.discover`,
-    `entire_events.discover`). `previous`: the output being replaced, read as an archive (its reuse
+    `entire_events.discover`). `previous`: the output being replaced, read as a source (its reuse
     state is another version's): it gives the groups no other input gives."""
     repos = [p for p in sources if is_repository(p)] + entire
     outputs = [p for p in sources if p not in repos and archive.is_output(p)]
@@ -90,7 +90,10 @@ def discover(
         event_heads = event_files.heads
     archives = [archive.discover(p) for p in outputs]
     found.roots += [a.root for a in archives if a.root not in found.roots]
-    inputs = Inputs(found, all_units, imports, event_heads, archives + ([previous] if previous else []))
+    if previous is not None and archive.is_output(previous):  # only the groups no other input gives
+        given = {u.owner for u in all_units} | {u.owner for a in archives for u in a.units}
+        archives.append(archive.discover(previous, exclude=given))
+    inputs = Inputs(found, all_units, imports, event_heads, archives)
     _carry(inputs)
     return inputs
 
@@ -98,11 +101,6 @@ def discover(
 def check_readable(out: Path) -> None:
     """Refuse an output folder written by a newer asr-batch (an archive format this version cannot read)."""
     archive.written_by(out)
-
-
-def previous_output(out: Path) -> archive.Archive | None:
-    """The output `out` as a source (when it is an asr-batch output): its groups, rebuilt from its tables."""
-    return archive.discover(out) if archive.is_output(out) else None
 
 
 def _carry(inputs: Inputs) -> None:

@@ -8,7 +8,7 @@ import hashlib
 import pickle
 from pathlib import Path
 
-from conftest import SAMPLE
+from conftest import FIXTURES, SAMPLE
 from entire_repos import build_scenario
 
 from batch.formats import entire_checkpoint
@@ -39,6 +39,17 @@ def test_entire_units_go_to_another_process(tmp_path: Path):
     repo = build_scenario(tmp_path)["work"]
     found = entire_checkpoint.discover(repo).units
     assert found
+    for unit in found:
+        copy = pickle.loads(pickle.dumps(unit))
+        assert (copy.owner, copy.size, copy.fingerprint) == (unit.owner, unit.size, unit.fingerprint)
+        assert loaded(copy) == loaded(unit)
+
+
+def test_units_of_an_earlier_output_go_to_another_process():
+    from batch.sources import archive
+
+    found = archive.discover(FIXTURES / "outputs" / "580ae78").units
+    assert len(found) == len({u.owner for u in found}) > 1
     for unit in found:
         copy = pickle.loads(pickle.dumps(unit))
         assert (copy.owner, copy.size, copy.fingerprint) == (unit.owner, unit.size, unit.fingerprint)
