@@ -1,8 +1,8 @@
 """What a re-run says and checks of the previous output's session groups: the groups whose
 sources it found (`present`), when each group's source was last read (`reads`, the state's and
 `sessions.source_last_read_at`), the groups kept with their inputs (`kept`), the files whose earlier
-lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and the refusals that
-what a run rebuilt from earlier outputs (`carried`)."""
+lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and what a run
+rebuilt from earlier outputs (`carried`)."""
 
 from __future__ import annotations
 
