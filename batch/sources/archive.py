@@ -18,6 +18,7 @@ lifecycle events. They are listed in the manifest's `carried.not_carried` with t
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -138,17 +139,29 @@ def discover(
     for s in streams:
         owner = s.session_key if s.producer_source == codex.FORMAT else claude_code.group_owner(s)
         groups.setdefault(owner, []).append(s)
-    for owner, group in sorted(groups.items()):
-        if (owners is not None and owner not in owners) or owner in exclude:
-            continue
-        group.sort(key=lambda s: s.name)
-        held = tuple(sorted({p for s in group for p in parts.get(_owner(entries[s.name]), ())})) or None
+    chosen = {
+        owner: sorted(group, key=lambda s: s.name) for owner, group in groups.items()
+        if (owners is None or owner in owners) and owner not in exclude
+    }
+    held = {
+        owner: tuple(sorted({p for s in group for p in parts.get(_owner(entries[s.name]), ())})) or None
+        for owner, group in chosen.items()
+    }
+    # the groups read from the same parts are rebuilt together, by the first of them loaded (`load`),
+    # and batched together: their units sort as their parts do (`Unit.newest`, then the owner)
+    siblings: dict[tuple | None, list[dict]] = {}
+    for owner, group in chosen.items():
+        siblings.setdefault(held[owner], []).extend(entries[s.name] for s in group)
+    rank = {key: n for n, key in enumerate(sorted(siblings, key=lambda k: k or ()))}
+    for owner, group in sorted(chosen.items()):
         archive.units.append(Unit(
             owner, sum(s.size for s in group),
-            partial(load, folder, tuple(group), tuple(entries[s.name] for s in group), held),
+            partial(load, folder, tuple(group), tuple(entries[s.name] for s in group), held[owner],
+                    tuple(siblings[held[owner]])),
             label=f"{owner} (from {folder.name})",
             # the files by name, size and recorded SHA-256: an output rebuilt again converts nothing again
             fingerprint=tuple((s.name, s.size, entries[s.name].get("sha256")) for s in group),
+            newest=rank[held[owner]],
         ))
         read = reads.get(owner)
         archive.last_read[owner] = read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
@@ -161,11 +174,26 @@ def _owner(entry: dict) -> str:
     return str(entry.get("session_key") or entry["path"]).split("/", 1)[0]
 
 
-def load(folder: Path, streams: tuple[Stream, ...], entries: tuple[dict, ...], parts: tuple[str, ...] | None) -> Loaded:
+def load(
+    folder: Path, streams: tuple[Stream, ...], entries: tuple[dict, ...], parts: tuple[str, ...] | None,
+    siblings: tuple[dict, ...] = (),
+) -> Loaded:
     """A unit of an archive: its streams with their bytes, rebuilt from the output `folder` (from its
-    batches' `parts` when the output's state names them, else from every part)."""
-    data = _rebuild(folder, list(entries), parts=parts)
-    return Loaded([_with_data(s, data.get(s.name, b"")) for s in streams])
+    batches' `parts` when the output's state names them, else from every part). The files of the
+    other groups read from the same parts (`siblings`) are rebuilt with them, once, and kept for their
+    own loads in this thread: the last set only, so at most one earlier batch's rebuilt files are held."""
+    names = {e["path"] for e in entries}
+    key = (str(folder), parts)
+    held = getattr(_held, "files", None)
+    if held is None or held[0] != key or not names <= held[2]:
+        wanted = list(siblings) if names <= {e["path"] for e in siblings} else list(entries)
+        held = _held.files = (key, _rebuild(folder, wanted, parts=parts), {e["path"] for e in wanted})
+    held[2].difference_update(names)
+    data = {name: held[1].pop(name, b"") for name in names}  # a file without lines is empty
+    return Loaded([_with_data(s, data[s.name]) for s in streams])
+
+
+_held = threading.local()  # the files `load` rebuilt for the groups of one set of parts, not loaded yet
 
 
 def _with_data(stream: Stream, data: bytes) -> Stream:
