@@ -18,8 +18,10 @@ lifecycle events. They are listed in the manifest's `carried.not_carried` with t
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
 
@@ -31,12 +33,14 @@ from batch import sql
 from batch.errors import OutputError
 from batch.output.layout import MANIFEST, STATE
 from batch.sources import claude_code, codex
-from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.base import Loaded, Stream, Unit, spooled
 from batch.version import ARCHIVE_FORMAT, PRODUCER, VERSION
 
 # the formats whose files an output holds line by line (a manifest input without `format` is Claude Code's)
 REBUILT_FORMATS = (None, codex.FORMAT)
 TABLES = ("source_lines", "records", "rejects")
+# the most bytes of files rebuilt in one statement for the groups of one earlier batch (decisions/014)
+SIBLING_BYTES = 16 << 20
 EMPTY = {
     "source_lines": "''::varchar as source_file, 0::bigint as line, 0::bigint as sub, 0::bigint as byte_offset, "
                     "0::bigint as byte_length, ''::varchar as record_id, ''::varchar as native, ''::blob as raw",
@@ -147,21 +151,27 @@ def discover(
         owner: tuple(sorted({p for s in group for p in parts.get(_owner(entries[s.name]), ())})) or None
         for owner, group in chosen.items()
     }
-    # the groups read from the same parts are rebuilt together, by the first of them loaded (`load`),
-    # and batched together: their units sort as their parts do (`Unit.newest`, then the owner)
-    siblings: dict[tuple | None, list[dict]] = {}
-    for owner, group in chosen.items():
-        siblings.setdefault(held[owner], []).extend(entries[s.name] for s in group)
-    rank = {key: n for n, key in enumerate(sorted(siblings, key=lambda k: k or ()))}
+    # the groups read from the same parts are rebuilt together (up to SIBLING_BYTES of them), by the
+    # first of them loaded (`load`), and batched together: their units sort as their parts do
+    # (`Unit.newest`, then the owner)
+    siblings: list[list[dict]] = []
+    sibling_of: dict[str, int] = {}
+    last_parts: object = False
+    for owner in sorted(chosen, key=lambda o: (held[o] or (), o)):
+        if held[owner] != last_parts or sum(e["size"] for e in siblings[-1]) >= SIBLING_BYTES:
+            siblings.append([])
+            last_parts = held[owner]
+        siblings[-1].extend(entries[s.name] for s in chosen[owner])
+        sibling_of[owner] = len(siblings) - 1
     for owner, group in sorted(chosen.items()):
         archive.units.append(Unit(
             owner, sum(s.size for s in group),
             partial(load, folder, tuple(group), tuple(entries[s.name] for s in group), held[owner],
-                    tuple(siblings[held[owner]])),
+                    tuple(siblings[sibling_of[owner]])),
             label=f"{owner} (from {folder.name})",
             # the files by name, size and recorded SHA-256: an output rebuilt again converts nothing again
             fingerprint=tuple((s.name, s.size, entries[s.name].get("sha256")) for s in group),
-            newest=rank[held[owner]],
+            newest=sibling_of[owner],
         ))
         read = reads.get(owner)
         archive.last_read[owner] = read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
@@ -185,19 +195,25 @@ def load(
     names = {e["path"] for e in entries}
     key = (str(folder), parts)
     held = getattr(_held, "files", None)
-    if held is None or held[0] != key or not names <= held[2]:
+    if held is None or held.key != key or not names <= held.keys():
         wanted = list(siblings) if names <= {e["path"] for e in siblings} else list(entries)
-        held = _held.files = (key, _rebuild(folder, wanted, parts=parts), {e["path"] for e in wanted})
-    held[2].difference_update(names)
-    data = {name: held[1].pop(name, b"") for name in names}  # a file without lines is empty
-    return Loaded([_with_data(s, data[s.name]) for s in streams])
+        held = _held.files = _Spooled(key, _rebuild(folder, wanted, parts=parts, spool=True))
+    return Loaded([spooled(s, held.pop(s.name)) for s in streams])
+
+
+class _Spooled(dict):
+    """Rebuilt files not loaded yet, by name: the descriptors of unnamed temporary files, closed when dropped."""
+
+    def __init__(self, key: tuple, files: dict[str, int]) -> None:
+        super().__init__(files)
+        self.key = key
+
+    def __del__(self) -> None:
+        for fd in self.values():
+            os.close(fd)
 
 
 _held = threading.local()  # the files `load` rebuilt for the groups of one set of parts, not loaded yet
-
-
-def _with_data(stream: Stream, data: bytes) -> Stream:
-    return replace(stream, data=data, size=len(data))
 
 
 def _not_rebuilt(entry: dict) -> str | None:
@@ -225,11 +241,12 @@ def _stream(entry: dict, head: bytes, sidecar: str | None) -> Stream:
 
 def _rebuild(
     folder: Path, entries: list[dict], *, until: int | None = None, lines: int | None = None,
-    parts: tuple[str, ...] | None = None, damaged: set[str] = frozenset(),
-) -> dict[str, bytes]:
+    parts: tuple[str, ...] | None = None, damaged: set[str] = frozenset(), spool: bool = False,
+) -> dict[str, bytes] | dict[str, int]:
     """The bytes of each file of `entries` (manifest inputs) as the output `folder` holds them; with
     `until` and `lines`, only its first `lines` lines that start before that byte offset; from the
-    batches `parts` alone when given (and all there)."""
+    batches `parts` alone when given (and all there). With `spool`, each file is written to an unnamed
+    temporary file (removed once closed) instead of being held in memory."""
     wanted = pl.DataFrame(
         {
             "source_file": [e["path"] for e in entries],
@@ -266,8 +283,19 @@ def _rebuild(
         # the values are back to back in the array's data buffer: the file is its slice, copied once
         offsets = memoryview(column.buffers()[1]).cast("q")
         start, end = offsets[column.offset], offsets[column.offset + len(column)]
-        out[name] = column.buffers()[2][start:end].to_pybytes() if end > start else b""
+        data = memoryview(column.buffers()[2])[start:end] if end > start else memoryview(b"")
+        out[name] = _spool(data) if spool else data.tobytes()
+    if spool:  # a file without lines is empty
+        out.update((e["path"], _spool(memoryview(b""))) for e in entries if e["path"] not in out)
     return out
+
+
+def _spool(data: memoryview) -> int:
+    """The descriptor of an unnamed temporary file (removed once closed) holding `data`."""
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        return os.dup(f.fileno())
 
 
 def _parts(folder: Path, table: str, damaged: set[str]) -> list[str]:

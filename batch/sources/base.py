@@ -12,8 +12,10 @@ mismatch), which reach the `losses` table like line-level losses do.
 from __future__ import annotations
 
 import io
+import os
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,14 +41,42 @@ class Stream:
     provenance: tuple[dict, ...] = ()  # where the bytes came from beyond the name: Git blobs, one per chunk
     meta: str | None = None  # JSON object: the stream's _meta (io.entire/checkpoint)
     mtime_ns: int | None = None  # the file's modification time at discovery, in ns (files only)
+    # the descriptor of an unnamed temporary file holding the bytes (a file rebuilt from an earlier
+    # output), read a slice at a time as a file on disk is; closed, and so removed, with the stream (`spooled`)
+    spool: int | None = field(default=None, repr=False, compare=False)
 
     def open(self) -> BinaryIO:
         """A binary reader of the stream's bytes."""
         if self.data is not None:
             return io.BytesIO(self.data)
+        if self.spool is not None:
+            return io.BufferedReader(_Pread(self.spool))
         if self.path is None:
             raise ValueError(f"{self.name}: a stream needs bytes or a path")
         return self.path.open("rb")
+
+
+def spooled(stream: Stream, fd: int) -> Stream:
+    """`stream` with its bytes in the unnamed temporary file `fd`, which it owns: closed when it is dropped."""
+    found = replace(stream, spool=fd, size=os.fstat(fd).st_size, data=None, path=None)
+    weakref.finalize(found, os.close, fd)
+    return found
+
+
+class _Pread(io.RawIOBase):
+    """A reader of an open file from its start, at its own offset (`os.preadv`): several readers of one
+    file do not move each other, and closing one leaves the file open."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.offset = fd, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = os.preadv(self.fd, [buffer], self.offset)
+        self.offset += n
+        return n
 
 
 @dataclass

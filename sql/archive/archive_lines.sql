@@ -17,8 +17,10 @@ with lines as (
         on w.source_file = l.source_file and l.byte_offset < w.until and (w.max_line is null or l.line <= w.max_line)
 ),
 
+-- only the records whose line is read: the join holds their text alone, not every record's
 kept_records as (
-    select record_id, native from records where source_file in (select source_file from wanted)
+    select record_id, native from records
+    where record_id in (select record_id from lines where native is null and raw is null)
 ),
 
 texts as (
