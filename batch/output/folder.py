@@ -104,12 +104,7 @@ class Output:
         """Each part file of the previous output as its run recorded it (the manifest's `files`: size and
         SHA-256, batch/output/integrity.py); empty when there is none or it was written before manifests
         recorded them."""
-        try:
-            with (self.out / MANIFEST).open("rb") as fh:  # the manifest parsed when the output was found ours
-                manifest = _PARSED_MANIFEST.get(_identity(fh)) or json.loads(fh.read().decode("utf-8"))
-            files = manifest.get("files")
-        except (OSError, ValueError, AttributeError):
-            return {}
+        files = (manifest_of(self.out) or {}).get("files")
         return files if isinstance(files, dict) else {}
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
@@ -418,6 +413,19 @@ def _manifest_tables(folder: Path) -> list[str] | None:
     if tables is not None:
         _PARSED_MANIFEST[key] = manifest
     return None if tables is None else list(tables)
+
+
+def manifest_of(folder: Path) -> dict | None:
+    """The manifest of the asr-batch output `folder` (None when it is not ours): the one `_manifest_tables`
+    parsed, while the file is unchanged and `Output.previous_manifest` has not taken it; only reads."""
+    try:
+        if _manifest_tables(folder) is None:
+            return None
+        with (folder / MANIFEST).open("rb") as fh:
+            parsed = _PARSED_MANIFEST.get(_identity(fh))
+            return parsed if parsed is not None else json.loads(fh.read().decode("utf-8"))
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
+        return None
 
 
 def _identity(fh) -> tuple:

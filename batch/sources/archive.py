@@ -31,10 +31,11 @@ import pyarrow as pa
 
 from batch import sql
 from batch.errors import OutputError
-from batch.output.layout import MANIFEST, STATE
+from batch.output.folder import manifest_of
+from batch.output.layout import STATE
 from batch.sources import claude_code, codex
 from batch.sources.base import Loaded, Stream, Unit, spooled
-from batch.version import ARCHIVE_FORMAT, PRODUCER, VERSION
+from batch.version import ARCHIVE_FORMAT, VERSION
 
 # the formats whose files an output holds line by line (a manifest input without `format` is Claude Code's)
 REBUILT_FORMATS = (None, codex.FORMAT)
@@ -79,8 +80,10 @@ def written_by(folder: Path) -> Written | None:
     """Who wrote the output `folder` (None when it is not an asr-batch output); refuse one of a newer
     archive format, which this version cannot promise to read."""
     manifest = _manifest(folder)
-    if manifest is None:
-        return None
+    return None if manifest is None else _written(folder, manifest)
+
+
+def _written(folder: Path, manifest: dict) -> Written:
     producer = manifest.get("producer") or {}
     written = Written(str(producer.get("version") or "?"), _format_of(manifest))
     if written.archive_format > ARCHIVE_FORMAT:
@@ -92,8 +95,8 @@ def written_by(folder: Path) -> Written | None:
 
 
 def is_output(path: Path) -> bool:
-    """Whether `path` is a folder holding an asr-batch output (its manifest names asr-batch)."""
-    return path.is_dir() and _manifest(path) is not None
+    """Whether `path` is a folder holding an asr-batch output."""
+    return _manifest(path) is not None
 
 
 def discover(
@@ -102,12 +105,11 @@ def discover(
     """The session groups the output `folder` holds (those of `owners` when given, but those of
     `exclude`), one unit each, whose files are rebuilt when its batch runs; files held without their
     bytes in `not_carried`. The part files `damaged` (paths in the output) are not read."""
-    written = written_by(folder)
-    if written is None:
+    manifest = _manifest(folder)
+    if manifest is None:
         raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
     folder = folder.resolve()
-    manifest = _manifest(folder)
-    archive = Archive(folder, written)
+    archive = Archive(folder, _written(folder, manifest))
     inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
     # the group of a file, as its stream's key names it (`<owner>` or `<owner>/<agent>`), so that only
     # the groups wanted are read; the group its rebuilt file is classified in is checked below
@@ -329,13 +331,8 @@ def _tool_results(folder: Path, damaged: set[str]) -> set[str]:
 
 
 def _manifest(folder: Path) -> dict | None:
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(manifest, dict) or (manifest.get("producer") or {}).get("name") != PRODUCER:
-        return None
-    return manifest
+    # parsed once while the file is unchanged: the manifest of a large output is tens of MB
+    return manifest_of(folder.resolve()) if folder.is_dir() else None
 
 
 def _state(folder: Path) -> dict:
