@@ -33,6 +33,9 @@ MANIFEST = "manifest.json"
 ROOT = "asr_root"
 PRICES = "model_prices"
 OUTPUT_PATH = "asr_output_path"
+# The catalog is written in the oldest storage format that holds what it uses, so that every
+# DuckDB since 1.0 opens it, the 1.x command line included (decisions/016-catalog-storage.md).
+STORAGE_VERSION = "v1.0.0"
 _READS = re.compile(r"^--\s*reads:\s*(.*)$", re.MULTILINE)
 # A view file whose header says `-- materialized: table` is stored as a table: the output never
 # changes after the swap, and the views that read it answer in a fraction of the time.
@@ -111,7 +114,9 @@ def write_catalog(folder: Path, out: Path, *, pricing: Path | None = None) -> No
     partial = folder / f".{CATALOG}.partial"
     partial.unlink(missing_ok=True)
     try:
-        with duckdb.connect(str(partial)) as con:
+        with duckdb.connect() as con:
+            con.execute(f"attach {_quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
+            con.execute("use catalog")
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
             for stmt in table_view_sql(out):
                 con.execute(stmt)

@@ -191,6 +191,22 @@ def test_catalog_opens_from_any_working_directory(out, tmp_path, monkeypatch):
         assert con.sql("select sum(output_total_tokens) from usage_by_day").fetchall() == [(42,)]
 
 
+def test_catalog_opens_in_a_duckdb_1x_command_line(out, tmp_path):
+    """The DuckDB command line pip installs (duckdb-cli 1.x, a dev dependency) opens the catalog and
+    answers a table and a view: the catalog is written in a storage format every DuckDB since 1.0 reads."""
+    cli = Path(sys.executable).parent / "duckdb"
+    assert cli.is_file(), "the dev extra installs duckdb-cli 1.x: pip install -e '.[dev]'"
+    proc = subprocess.run(
+        [str(cli), "-csv", str(out / "asr.duckdb"), "-c",
+         "select version() as v, (select count(*) from inferences) as n, "
+         "(select sum(output_total_tokens) from usage_by_day) as tokens"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    version, n, tokens = proc.stdout.splitlines()[1].split(",")
+    assert version.startswith("v1.") and (n, tokens) == ("2", "42")
+
+
 def test_a_moved_output_still_answers_and_the_catalog_says_how_to_follow(capsys, out, tmp_path):
     moved = tmp_path / "elsewhere" / "moved"
     moved.parent.mkdir()
