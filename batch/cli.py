@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import os
 import signal
@@ -23,6 +24,7 @@ from batch.sources import registry
 from batch.version import VERSION
 from batch.watch import WATCH_DEBOUNCE_MS, watch_and_convert
 from batch import query as q
+from batch import report as reports
 from batch.output.catalog import built_root, open_catalog, refresh_catalog
 
 app = typer.Typer(
@@ -244,6 +246,11 @@ def sql_cmd(
         int | None,
         typer.Option("--limit", min=1, help=f"Rows to print at most. Default: {q.TABLE_LIMIT} for table, all otherwise."),
     ] = None,
+    timezone: Annotated[
+        str,
+        typer.Option("--timezone", "--tz", help="Time zone of the local days of usage_by_day and cache_hit_ratio: "
+                     f"an IANA name (Europe/Paris) or {reports.LOCAL} (this machine's)."),
+    ] = "UTC",
 ) -> None:
     """Query an output folder with DuckDB, read-only: every table and view available by name."""
     if fmt not in q.FORMATS:
@@ -252,6 +259,7 @@ def sql_cmd(
     con = open_catalog(out)
     try:
         _moved_note(con, out)
+        reports.use_timezone(con, timezone)
         if text is None:
             import readline  # noqa: F401  (line editing and history for input())
 
@@ -293,6 +301,50 @@ def _moved_note(con, out: Path) -> None:
         )
 
 
+@app.command("report")
+def report_cmd(
+    out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
+    period: Annotated[
+        str,
+        typer.Argument(help="daily, monthly, session (a main session with its subagents) or project "
+                       "(the main session's working directory)."),
+    ] = "daily",
+    since: Annotated[
+        dt.datetime | None,
+        typer.Option("--since", formats=["%Y-%m-%d"], help="First local day counted (YYYY-MM-DD).", show_default=False),
+    ] = None,
+    until: Annotated[
+        dt.datetime | None,
+        typer.Option("--until", formats=["%Y-%m-%d"], help="Last local day counted (YYYY-MM-DD).", show_default=False),
+    ] = None,
+    timezone: Annotated[
+        str,
+        typer.Option("--timezone", "--tz", help="Time zone of the local days: an IANA name (Europe/Paris, UTC) "
+                     f"or {reports.LOCAL} (this machine's)."),
+    ] = reports.LOCAL,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, csv, json (an array of objects) or markdown.")
+    ] = "table",
+) -> None:
+    """Tokens and cost per local day, month, session or project, and whether each cost is a lower bound.
+
+    Costs add the priced responses only, at the prices of the response's UTC day; a period with a response
+    of an unpriced model, or without its final usage, is a lower bound (is_lower_bound).
+    """
+    if fmt not in q.FORMATS:
+        raise BatchError(f"--format {fmt}: use one of {', '.join(q.FORMATS)}.")
+    con = open_catalog(out)
+    try:
+        _moved_note(con, out)
+        zone = reports.use_timezone(con, timezone)
+        result = reports.report(con, period, since=since and since.date(), until=until and until.date())
+        if period in ("daily", "monthly"):
+            typer.echo(f"Local days in {zone} (--timezone)", err=True)
+        q.render(result, fmt, limit=None if fmt != "table" else 1 << 62, write=typer.echo)
+    finally:
+        con.close()
+
+
 @app.command("catalog")
 def catalog_cmd(
     out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
@@ -332,13 +384,14 @@ class _progress:
 
 
 def _summary(r: ConvertResult) -> str:
-    t = r.tables
     mib = sum(i["size"] for i in r.manifest["inputs"]) / (1 << 20)
+    con = open_catalog(r.out)
+    try:
+        totals = reports.totals(con)
+    finally:
+        con.close()
     lines = [
         f"Converted {r.inputs} files ({mib:.1f} MiB, {r.lines} lines) in {r.seconds:.1f}s into {r.out}",
-        f"  sessions {t['sessions']}  records {t['records']}  parts {t['parts']}  inferences {t['inferences']}  "
-        f"tool_calls {t['tool_calls']}  lineage {t['lineage']}",
-        f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  losses {t['losses']}",
         *([_entire_summary(r.manifest["entire"])] if "entire" in r.manifest else []),
         *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
         *_kept_summary(r.manifest["reuse"]),
@@ -346,9 +399,34 @@ def _summary(r: ConvertResult) -> str:
         *_damaged_summary(r.manifest.get("damaged")),
         *([f"  replaced the earlier lines of {len(r.manifest['replaced'])} rewritten or removed files "
            "(manifest.json `replaced`)"] if r.manifest.get("replaced") else []),
-        f"Query it: duckdb {r.out / 'asr.duckdb'}   or   asr-batch sql {r.out} \"select ...\"",
+        f"  rejected lines {r.rejected_lines}  foreign files {r.foreign_files}  {_losses_summary(totals.losses)}",
+        *_totals_summary(totals),
+        f"Query it: asr-batch report {r.out}   or   asr-batch sql {r.out} \"select ...\"   "
+        f"(DuckDB 1.1 or later: duckdb {r.out / 'asr.duckdb'}; pip install duckdb-cli)",
     ]
     return "\n".join(lines)
+
+
+def _losses_summary(losses: tuple[tuple[str, int], ...]) -> str:
+    """The categories of declared losses (what the transcripts do not say), the most frequent first."""
+    if not losses:
+        return "declared losses none"
+    shown = ", ".join(f"{category} {n}" for category, n in losses[:4])
+    more = f" and {len(losses) - 4} more" if len(losses) > 4 else ""
+    return f"declared losses (streams per category; table losses): {shown}{more}"
+
+
+def _totals_summary(t: reports.Totals) -> list[str]:
+    """The two lines an analyst reads first: sessions and inferences, then their cost."""
+    subagents = f" and {t.subagents} subagent streams" if t.subagents else ""
+    cost = "no priced response" if t.cost_usd is None else f"${t.cost_usd:,.2f}"
+    why = [f"{t.unpriced_models} models unpriced"] * (t.unpriced_models > 0)
+    why += [f"{t.incomplete} responses without their final usage counts"] * (t.incomplete > 0)
+    bound = f", a lower bound ({'; '.join(why)})" if why else ""
+    return [
+        f"Total: {t.sessions} sessions{subagents}, {t.inferences:,} inferences, {t.tokens:,} tokens",
+        f"       cost {cost}{bound}",
+    ]
 
 
 def _reuse_summary(reuse: dict) -> str:

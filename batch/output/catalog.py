@@ -33,6 +33,8 @@ MANIFEST = "manifest.json"
 ROOT = "asr_root"
 PRICES = "model_prices"
 OUTPUT_PATH = "asr_output_path"
+# the time zone of the local days of the day views (usage_by_day, cache_hit_ratio): UTC when unset
+TIMEZONE = "asr_timezone"
 # The catalog is written in the oldest storage format that holds what it uses, so that every
 # DuckDB since 1.0 opens it, the 1.x command line included (decisions/016-catalog-storage.md).
 STORAGE_VERSION = "v1.0.0"

@@ -1,13 +1,17 @@
--- cache_hit_ratio: one row per (UTC day, agent, model): how much of the input was read from the
+-- cache_hit_ratio: one row per (local day, agent, model): how much of the input was read from the
 -- cache.
 -- reads: inference_costs
+-- Local days: as in usage_by_day (the time zone in the variable asr_timezone, else UTC).
 -- cache_hit_ratio = cache reads / total input (uncached + cache reads + cache writes), over the
 -- inferences that report their total input (input_total_tokens not null); the others are not
 -- counted. Claude Code reports all three parts; Codex reports its input count (cache reads
 -- included) and cache writes only when it writes them: for its models cache_write_tokens and
 -- cache_write_ratio are then null.
 with costs as (
-    select * from inference_costs
+    select
+        * exclude (day),
+        cast(timezone(coalesce(getvariable('asr_timezone'), 'UTC'), responded_at) as date) as day,
+    from inference_costs
     where input_total_tokens is not null
 ),
 

@@ -1,10 +1,20 @@
--- usage_by_day: one row per (UTC day of the response, agent, model): tokens and cost.
+-- usage_by_day: one row per (local day of the response, agent, model): tokens and cost.
 -- reads: inference_costs
+-- Local days are those of the time zone in the variable asr_timezone (UTC when it is not set:
+-- `set variable asr_timezone = 'Europe/Paris'`, or --timezone of asr-batch sql and report); the
+-- price of a response is still that of its UTC day (inference_costs).
 -- cost_usd is null for a model without a price that day (unpriced_inferences counts them).
 -- incomplete_inferences have a placeholder output count: output_total_tokens and cost_usd are
 -- then lower bounds (is_lower_bound).
 with costs as (
     select * from inference_costs
+),
+
+located as (
+    select
+        * exclude (day),
+        cast(timezone(coalesce(getvariable('asr_timezone'), 'UTC'), responded_at) as date) as day,
+    from costs
 ),
 
 final as (
@@ -22,7 +32,7 @@ final as (
         count(*) filter (where not is_priced) as unpriced_inferences,
         count(*) filter (where not usage_complete) as incomplete_inferences,
         bool_or(is_cost_lower_bound) as is_lower_bound,
-    from costs
+    from located
     group by day, agent, model
 )
 

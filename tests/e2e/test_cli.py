@@ -26,13 +26,28 @@ def converted(src: Path, out: Path) -> Path:
 
 
 def test_convert_prints_a_summary_and_writes_the_output(capsys, src, out):
-    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    lines = [
+        user(uid(1), None, "hello"),
+        assistant(uid(2), uid(1), "msg_01A", [TEXT], output=12, stop="end_turn"),
+        user(uid(3), uid(2), "again"),
+        assistant(uid(4), uid(3), "msg_01B", [TEXT], output=30, stop="end_turn"),
+    ]
+    write_jsonl(src / f"{SID}.jsonl", lines)
     code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out))
     assert code == 0, err
     assert "Converted 1 files" in stdout
-    assert "records 1" in stdout
-    assert json.loads((out / "manifest.json").read_text())["tables"]["records"] == 1
+    assert json.loads((out / "manifest.json").read_text())["tables"]["records"] == 4
     assert (out / "asr.duckdb").is_file()
+    # the totals: every token of both responses' usage, whose model has a price
+    tokens = sum(v for line in lines if line["type"] == "assistant" for k, v in line["message"]["usage"].items()
+                 if k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    total, cost = stdout.splitlines()[-3:-1]
+    assert total == f"Total: 1 sessions, 2 inferences, {tokens:,} tokens"
+    # the same cost as the daily report's (whose arithmetic tests/sql/test_views.py checks)
+    code, report, _ = invoke(capsys, "report", str(out), "--format", "json", "--tz", "UTC")
+    assert code == 0
+    assert cost.split()[:2] == ["cost", f"${sum(day['cost_usd'] for day in json.loads(report)):,.2f}"]
+    assert stdout.splitlines()[-1].startswith(f"Query it: asr-batch report {out}")
 
 
 def test_convert_quiet_prints_nothing(capsys, src, out):
