@@ -33,6 +33,8 @@ notebooks: $(STAMP)
 		echo "running $$nb on $(OUT)"; \
 		MPLBACKEND=Agg $(BIN)/python $$nb -- --out $(OUT) $(if $(CHARTS),--charts $(CHARTS)) || exit 1; \
 	done
+	@echo "every notebook ran on $(OUT)$(if $(CHARTS),; charts in $(CHARTS),; no charts saved: add CHARTS=dir to save them as PNG files)."
+	@echo "Read one interactively: $(BIN)/marimo edit notebooks/usage_and_cost.py -- --out $(OUT)"
 
 # Time every view on the 2 GiB benchmark output next to the raw JSONL (see docs/performance.md)
 bench-views: $(STAMP)

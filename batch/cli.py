@@ -19,13 +19,13 @@ import typer
 from batch.errors import BatchError, Interrupted
 from batch.pipeline import ConvertResult, convert
 from batch.run.memory import DEFAULT_BATCH_BYTES, DEFAULT_WORKERS
-from batch.schema import markdown
+from batch.schema import TABLES_BY_NAME, markdown
 from batch.sources import registry
 from batch.version import VERSION
-from batch.watch import WATCH_DEBOUNCE_MS, watch_and_convert
+from batch.watch import WATCH_DEBOUNCE_MS, WATCH_QUIET_MS, watch_and_convert
 from batch import query as q
 from batch import report as reports
-from batch.output.catalog import built_root, open_catalog, refresh_catalog
+from batch.output.catalog import built_root, open_catalog, refresh_catalog, view_files, views_markdown
 
 app = typer.Typer(
     help="Convert AI coding-agent transcript archives into ASR Parquet tables for DuckDB.",
@@ -114,7 +114,7 @@ _Executor = Annotated[
         "--executor",
         help="Where batches run: local (threads of this process), dask (Dask worker processes on this machine, "
         "--workers of them) or a Dask scheduler's address, tcp://HOST:PORT, whose workers see the inputs and OUT "
-        "under the same paths. dask needs: pip install 'asr-batch[dask]'.",
+        "under the same paths. dask needs: pip install 'asr-batch\\[dask]'.",
     ),
 ]
 _MemoryMb = Annotated[
@@ -154,8 +154,9 @@ _Watch = Annotated[
     bool,
     typer.Option(
         "--watch",
-        help=f"After converting, watch the sources and convert again {WATCH_DEBOUNCE_MS / 1000:g} s after they "
-        "last changed, until Ctrl-C or SIGTERM.",
+        help=f"After converting, watch the sources and convert again {WATCH_QUIET_MS / 1000:g} s after they "
+        f"last changed ({WATCH_DEBOUNCE_MS / 1000:g} s after the first change at most, while they keep changing), "
+        "until Ctrl-C or SIGTERM.",
     ),
 ]
 _Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")]
@@ -355,9 +356,22 @@ def catalog_cmd(
 
 
 @app.command("schema")
-def schema_cmd() -> None:
-    """Print every output table and column as Markdown."""
-    typer.echo(markdown())
+def schema_cmd(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A table or view to describe. Omit it for every table and column, and every view "
+                       "with its grain.", show_default=False),
+    ] = None,
+) -> None:
+    """Print the output's tables and views as Markdown: every table's columns and the views' grains, or one."""
+    if name is None:
+        typer.echo(markdown() + "\n" + views_markdown())
+    elif name in TABLES_BY_NAME:
+        typer.echo(markdown(name))
+    elif name in view_files():
+        typer.echo(views_markdown(name))
+    else:
+        raise BatchError(f"{name}: no table or view of that name. `asr-batch schema` lists them all.")
 
 
 class _progress:

@@ -26,4 +26,5 @@ def save(fig, charts: Path | None, name: str):
     if charts is not None:
         charts.mkdir(parents=True, exist_ok=True)
         fig.savefig(charts / f"{name}.png", dpi=100, bbox_inches="tight")
+        print(f"  saved {charts / name}.png")
     return fig

@@ -63,12 +63,17 @@ def _(charts, con, plt, save):
     for label in series:
         per_day = dict(by_day.filter(by_day["series"] == label).select("day", "total_tokens").iter_rows())
         heights = [(per_day.get(day) or 0) / 1e6 for day in days]
-        ax_tokens.bar([str(d) for d in days], heights, bottom=bottom, label=label)
+        ax_tokens.bar(range(len(days)), heights, bottom=bottom, label=label)
         bottom = [b + h for b, h in zip(bottom, heights)]
+    # one bar per day with responses; at most 12 date labels, so that they never overlap
+    step = max(1, -(-len(days) // 12))
+    ax_tokens.set_xticks(range(0, len(days), step), [str(d) for d in days[::step]])
     ax_tokens.set_ylabel("million tokens (input, cache and output)")
-    ax_tokens.set_title("Tokens per day, by agent/model")
+    ax_tokens.set_title("Tokens per day with responses (UTC), by agent/model")
     ax_tokens.legend(fontsize="small", frameon=False)
     ax_tokens.tick_params(axis="x", labelrotation=45, labelsize="small")
+    for tick in ax_tokens.get_xticklabels():
+        tick.set_horizontalalignment("right")
     ax_tokens.spines[["top", "right"]].set_visible(False)
     save(fig_tokens, charts, "tokens_by_day_and_model")
     return

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from batch.errors import BatchError, OutputError
 from batch.schema import TABLES
@@ -76,6 +77,46 @@ def view_files() -> dict[str, str]:
     for name in texts:
         visit(name, ())
     return ordered
+
+
+def view_doc(text: str) -> str:
+    """The documentation of a sql/views/ file: its header comment, the `-- reads:` line and
+    directives left out."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        body = line[2:].strip()
+        if not re.match(r"(reads|materialized):", body):
+            lines.append(body)
+    return " ".join(lines)
+
+
+def views_markdown(name: str | None = None) -> str:
+    """Every view with its grain as a Markdown table, or one view's documentation and columns."""
+    docs = {n: view_doc(text).removeprefix(f"{n}: ") for n, text in view_files().items()}
+    if name is None:
+        rows = [f"| `{n}` | {doc.split('. ')[0].rstrip('.')} |" for n, doc in sorted(docs.items())]
+        return "\n".join(["### Views", "", "| view | grain |", "|---|---|", *rows, ""])
+    columns = view_columns()[name]
+    rows = [f"| `{c}` | {ty} |" for c, ty in columns]
+    return "\n".join([f"### `{name}` (view)", "", docs[name], "", "| column | type |", "|---|---|", *rows, ""])
+
+
+def view_columns() -> dict[str, list[tuple[str, str]]]:
+    """Each view's columns (name, DuckDB type), bound over empty tables of the output's schemas."""
+    with duckdb.connect() as con:
+        for t in TABLES:
+            con.register(f"_{t.name}", pa.table({f.name: pa.array([], f.type) for f in t.schema}))
+            con.execute(f"create view {t.name} as select * from _{t.name}")
+        con.execute(_prices_sql(pricing_csv()))
+        for name, text in view_files().items():
+            con.execute(f"create view {name} as\n{text}")
+        columns = {}
+        for name in view_files():
+            rel = con.sql(f"select * from {name}")
+            columns[name] = [(c, str(ty)) for c, ty in zip(rel.columns, rel.types)]
+        return columns
 
 
 def _quote(text: str) -> str:

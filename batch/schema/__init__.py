@@ -30,9 +30,9 @@ TABLES: tuple[Table, ...] = (
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 
-def markdown() -> str:
-    """Render every table and column as Markdown."""
-    return _markdown(TABLES)
+def markdown(name: str | None = None) -> str:
+    """Render every table and column as Markdown, or those of the table `name`."""
+    return _markdown(TABLES if name is None else (TABLES_BY_NAME[name],))
 
 
 def write_docs(path: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from batch.errors import SourceError
 from batch.formats import claude_code, codex, entire_checkpoint, entire_events
 from batch.formats.codex import report as codex_report
 from batch.sources import archive
@@ -124,9 +125,17 @@ def git_folder(path: Path) -> Path:
 
 def default_sources() -> list[Path]:
     """Every agent's default location that exists: Claude Code's projects folder, Codex's sessions
-    and archived sessions; Claude Code's alone when none exists (the error then names it)."""
-    found = [p for p in (default_source(), *codex_files.default_sources()) if p.is_dir()]
-    return found or [default_source()]
+    and archived sessions; raise when none does."""
+    locations = [default_source(), *codex_files.default_sources()]
+    found = [p for p in locations if p.is_dir()]
+    if not found:
+        raise SourceError(
+            f"no transcripts in the default locations: none of {', '.join(str(p) for p in locations)} exists "
+            "(Claude Code's $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects; Codex's $CODEX_HOME/sessions and "
+            "archived_sessions, else ~/.codex/...). Pass the folders or .jsonl files to convert: "
+            "asr-batch convert PATH --out DIR."
+        )
+    return found
 
 
 def nothing_found_message(sources: list[Path], found: Discovery, imports: list[entire_checkpoint.Import]) -> str:
@@ -143,9 +152,9 @@ def nothing_found_message(sources: list[Path], found: Discovery, imports: list[e
         hint = f" {repos[0]} is a Git repository: asr-batch reads Claude Code transcript folders, not repositories."
     seen = f" ({len(found.skipped)} other files or folders were looked at and skipped)" if found.skipped else ""
     return (
-        f"no Claude Code transcripts found in {where}{seen}: looked for <project>/<session id>.jsonl files and "
-        f"their subagents' agent-*.jsonl, and Codex rollout .jsonl files (first line session_meta).{hint} Pass "
-        "~/.claude/projects, a project folder, ~/.codex/sessions or .jsonl files."
+        f"no transcripts found in {where}{seen}: looked for Claude Code sessions (<project>/<session id>.jsonl "
+        f"files and their subagents' agent-*.jsonl) and Codex rollouts (.jsonl files whose first line is "
+        f"session_meta).{hint} Pass ~/.claude/projects, a project folder, ~/.codex/sessions or .jsonl files."
     )
 
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import FIXTURES, SID, TEXT, assert_one_error_line, assistant, invoke, uid, user, write_jsonl
+from conftest import FIXTURES, ROOT, SID, TEXT, assert_one_error_line, assistant, invoke, uid, user, write_jsonl
 
 
 @pytest.fixture
@@ -153,10 +153,11 @@ def test_non_empty_folder_without_manifest_is_refused(capsys, src, tmp_path):
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("convert", ["--out", "output folder", "--batch-mb", "mib per batch", "--quiet", "sources",
+        ("convert", ["--out", "output folder", "--batch-mb", "mib per batch", "--quiet", "sources", "asr-batch[dask]",
                      "projects folders"]),
         ("sql", ["--limit", "rows to print", "out", "query", "sql to run"]),
-        ("schema", ["markdown"]),
+        ("schema", ["markdown", "table or view"]),
+        ("report", ["daily", "monthly", "--since", "--until", "--timezone", "--format", "lower bound"]),
     ],
 )
 def test_every_command_has_help_describing_its_options(capsys, command, expected):
@@ -171,7 +172,7 @@ def test_every_command_has_help_describing_its_options(capsys, command, expected
 def test_root_help_lists_the_commands(capsys):
     code, stdout, _ = invoke(capsys, "--help")
     assert code == 0
-    for command in ("convert", "sql", "schema"):
+    for command in ("convert", "sql", "report", "schema", "catalog"):
         assert command in stdout
 
 
@@ -207,11 +208,28 @@ def test_sql_with_a_bad_query_is_one_error_line(capsys, converted):
     assert_one_error_line(err, "query failed")
 
 
-def test_schema_prints_every_table(capsys):
+def test_schema_prints_every_table_and_view(capsys):
     code, stdout, _ = invoke(capsys, "schema")
     assert code == 0
     for table in ("sessions", "records", "parts", "inferences", "source_lines", "rejects", "lineage"):
-        assert f"`{table}`" in stdout
+        assert f"### `{table}`" in stdout
+    views = sorted(p.stem for p in (ROOT / "sql" / "views").glob("*.sql"))
+    assert [line.split("`")[1] for line in stdout.split("### Views", 1)[1].splitlines() if line.startswith("| `")] == views
+
+
+def test_schema_describes_one_table_or_view(capsys):
+    code, stdout, _ = invoke(capsys, "schema", "sessions")
+    assert code == 0 and stdout.startswith("### `sessions`") and "### `records`" not in stdout
+    code, stdout, _ = invoke(capsys, "schema", "usage_by_day")
+    assert code == 0
+    # the columns of the view's final select, in order
+    text = (ROOT / "sql" / "views" / "usage_by_day.sql").read_text()
+    final = text.split("final as (", 1)[1].split("from located", 1)[0]
+    names = [line.strip().rstrip(",").split(" as ")[-1] for line in final.splitlines()[2:] if line.strip()]
+    assert [line.split("`")[1] for line in stdout.splitlines() if line.startswith("| `")] == names
+    code, _, err = invoke(capsys, "schema", "usage_by_week")
+    assert code == 1
+    assert_one_error_line(err, "usage_by_week: no table or view")
 
 
 def test_version_prints_the_version(capsys):
@@ -236,3 +254,21 @@ def test_convert_without_a_path_reads_every_default_location_that_exists(capsys,
     assert f"Reading the default locations: {claude / 'projects'}, {codex / 'sessions'}" in err
     sessions = pl.read_parquet(tmp_path / "asr-out" / "sessions" / "*.parquet")
     assert sorted(zip(sessions["session_key"], sessions["agent"])) == sorted([(SID, "claude-code"), (rollout, "codex")])
+
+
+def test_convert_without_a_path_names_every_default_location_when_none_exists(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(capsys, "convert")
+    assert code == 1
+    assert_one_error_line(err, str(tmp_path / "claude" / "projects"), str(tmp_path / "codex" / "sessions"),
+                          str(tmp_path / "codex" / "archived_sessions"), "CODEX_HOME")
+    assert not (tmp_path / "asr-out").exists()
+
+
+def test_an_empty_folder_names_both_agents_looked_for(capsys, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, _, err = invoke(capsys, "convert", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
+    assert code == 1
+    assert_one_error_line(err, "no transcripts found", "Claude Code sessions", "Codex rollouts")

@@ -321,7 +321,30 @@ def unprivileged():
         os.setegid(0)
 
 
-def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path):
+@contextmanager
+def readable_resources(monkeypatch, folder: Path):
+    """Read asr-batch's SQL files and prices from a copy in `folder`, so that a run as another user
+    does not need to read the checkout (which may lie in a folder only its owner can enter)."""
+    from batch import sql
+    from batch.output import catalog
+
+    shutil.copytree(sql.sql_dir(), folder / "sql")
+    shutil.copy(catalog.pricing_csv(), folder / "pricing.csv")
+    caches = (sql.files, sql.load, sql.macro_texts)
+    with monkeypatch.context() as patch:
+        patch.setattr(sql, "sql_dir", lambda: folder / "sql")
+        patch.setattr(catalog, "sql_dir", lambda: folder / "sql")
+        patch.setattr(catalog, "pricing_csv", lambda: folder / "pricing.csv")
+        for cached in caches:
+            cached.cache_clear()
+        try:
+            yield
+        finally:
+            for cached in caches:
+                cached.cache_clear()
+
+
+def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path, monkeypatch):
     base = Path(tempfile.mkdtemp(prefix="asr-perm-", dir="/tmp"))
     src = base / "projects" / "proj"
     two_sessions(src)
@@ -335,7 +358,7 @@ def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path):
     (src / "locked").chmod(0o000)
     secret.chmod(0o000)
     try:
-        with unprivileged():
+        with readable_resources(monkeypatch, base / "resources"), unprivileged():
             manifest = batch.convert([src.parent], out).manifest
         skipped = {s["path"]: s["reason"] for s in manifest["skipped"]}
         assert skipped == {
@@ -420,7 +443,7 @@ def test_a_git_repository_is_an_error_that_names_what_was_looked_for(tmp_path):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "README.md").write_text("hi")
-    with pytest.raises(SourceError, match=r"no Claude Code transcripts found in .*repo.*is a Git repository"):
+    with pytest.raises(SourceError, match=r"no transcripts found in .*repo.*is a Git repository"):
         batch.convert([repo], tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -956,6 +956,6 @@ def test_non_empty_folder_without_manifest_is_refused(src, tmp_path):
 def test_a_folder_without_transcripts_is_an_error_that_says_what_was_looked_for(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "notes.txt").write_text("not a transcript")
-    with pytest.raises(SourceError, match=r"no Claude Code transcripts found in .*src \(1 other files"):
+    with pytest.raises(SourceError, match=r"no transcripts found in .*src \(1 other files"):
         batch.convert([tmp_path / "src"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
