@@ -14,7 +14,7 @@ import polars as pl
 from batch import reuse
 from batch.incremental.state import Batch, State
 from batch.output.folder import Output
-from batch.sources.base import Unit
+from batch.sources.base import Stream, Unit
 from batch.sources.registry import Discovery
 
 
@@ -110,7 +110,7 @@ def replaced(
     one recorded. Each with the lines the previous output held of it (`source_lines`)."""
     if not state or not owners:
         return []
-    paths = {f.name: f.path for f in found.files}
+    files = {f.name: f for f in found.files}
     recorded = {i["path"]: i.get("sha256") for b in state.batches for i in b.inputs}
     before = {o: fp for o, fp in state.owners().items() if o in owners}
     found_replaced = {}
@@ -126,8 +126,8 @@ def replaced(
                 found_replaced[name] = "gone"
             elif now[name][1] < size:
                 found_replaced[name] = "rewritten"
-            elif now[name][:3] != entry[:3] and paths.get(name) is not None:
-                if recorded.get(name) is None or prefix_sha256(paths[name], size) != recorded[name]:
+            elif now[name][:3] != entry[:3] and name in files:
+                if recorded.get(name) is None or prefix_sha256(files[name], size) != recorded[name]:
                     found_replaced[name] = "rewritten"
     if not found_replaced:
         return []
@@ -142,11 +142,11 @@ def replaced(
     ]
 
 
-def prefix_sha256(path: Path, size: int) -> str | None:
-    """The SHA-256 of the first `size` bytes of a file; None when it cannot be read."""
+def prefix_sha256(stream: Stream, size: int) -> str | None:
+    """The SHA-256 of the first `size` bytes of a file's stream; None when it cannot be read."""
     digest = hashlib.sha256()
     try:
-        with path.open("rb") as f:
+        with stream.open() as f:
             while size > 0:
                 block = f.read(min(size, 1 << 20))
                 if not block:

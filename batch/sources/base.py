@@ -11,6 +11,7 @@ mismatch), which reach the `losses` table like line-level losses do.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import weakref
@@ -20,6 +21,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 import polars as pl
+import pyarrow as pa
+
+# the compressed forms of a file read transparently, by the suffix of its name: Codex compresses
+# rollouts idle for 7 days into one zstd frame (codex-format.md §14.2)
+COMPRESSED = {".zst": "zstd"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Stream:
     # the descriptor of an unnamed temporary file holding the bytes (a file rebuilt from an earlier
     # output), read a slice at a time as a file on disk is; closed, and so removed, with the stream (`spooled`)
     spool: int | None = field(default=None, repr=False, compare=False)
+    codec: str | None = None  # the file at `path` is compressed (zstd): its bytes are the decompressed ones
 
     def open(self) -> BinaryIO:
         """A binary reader of the stream's bytes."""
@@ -53,7 +60,49 @@ class Stream:
             return io.BufferedReader(_Pread(self.spool))
         if self.path is None:
             raise ValueError(f"{self.name}: a stream needs bytes or a path")
-        return self.path.open("rb")
+        return open_file(self.path, self.codec)
+
+
+def open_file(path: Path, codec: str | None = None) -> BinaryIO:
+    """A binary reader of a file's bytes, decompressed when `codec` names its compression."""
+    if codec is None:
+        return path.open("rb")
+    return io.BufferedReader(_Decompressed(path, codec), 1 << 16)
+
+
+def decompressed_size(path: Path, codec: str) -> int:
+    """The size of a compressed file's bytes once decompressed (read through to its end)."""
+    size = 0
+    with open_file(path, codec) as f:
+        while block := f.read(1 << 20):
+            size += len(block)
+    return size
+
+
+class _Decompressed(io.RawIOBase):
+    """A reader of a compressed file's decompressed bytes, across frames (pyarrow's codec). A damaged
+    stream (truncated, not of that codec) is an OSError that says so."""
+
+    def __init__(self, path: Path, codec: str) -> None:
+        self.raw = open(path, "rb")  # noqa: SIM115 (closed with this reader)
+        self.stream = pa.CompressedInputStream(pa.PythonFile(self.raw, mode="r"), codec)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self.stream.read(len(buffer))
+        except OSError as exc:
+            raise OSError(errno.EIO, f"damaged compressed file: {exc}") from exc
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.stream.close()
+            self.raw.close()
+        super().close()
 
 
 def spooled(stream: Stream, fd: int) -> Stream:

@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path, PurePath
 
 from batch.errors import SourceError
-from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.base import COMPRESSED, Loaded, Stream, Unit, decompressed_size, open_file
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 AGENT_FILE_RE = re.compile(r"^agent-(.+)\.jsonl$")
@@ -27,6 +27,9 @@ ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 PEEK_LINES = 8
 PEEK_BYTES = 1 << 16
 BOM = b"\xef\xbb\xbf"
+# Codex's temporary files beside its rollouts: the compressor's and the decompressor's (codex-format.md §14.2)
+CODEX_TEMPORARY_RE = re.compile(r"^rollout-.*\.tmp$")
+CODEX_TEMPORARY = "Codex's temporary file (a rollout being compressed or decompressed), not a transcript"
 
 
 @dataclass
@@ -74,6 +77,7 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
             found.roots.append(root)
     seen: dict[Path, str] = {}
     sidecars: dict[Path, str] = {}
+    compressed: list[tuple[Path, str, os.stat_result, str]] = []
     for root, prefix in zip(found.roots, _root_names(found.roots)):
         for path, name, folders, problem, st in _walk(root, prefix):
             if problem:
@@ -91,8 +95,12 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
             if path.name.endswith(".meta.json"):
                 sidecars[path] = name
                 continue
+            codec = COMPRESSED.get(path.suffix) if path.name.endswith(".jsonl" + path.suffix) else None
+            if codec:
+                compressed.append((path, name, st, codec))
+                continue
             if path.suffix != ".jsonl":
-                found.skipped.append((name, "not a .jsonl file"))
+                found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(path.name) else "not a .jsonl file"))
                 continue
             if path.name == "journal.jsonl" and "workflows" in folders:
                 found.skipped.append((name, "workflow run journal, not a transcript"))
@@ -101,12 +109,30 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
                 found.files.append(_classify(path, name, st, known or {}, found.heads))
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
-    transcripts = {f.path.with_name(f.path.name[: -len(".jsonl")] + ".meta.json") for f in found.files}
+    _add_compressed(found, compressed, known or {})
+    transcripts = {f.path.with_name(f.path.name[: -len(".jsonl")] + ".meta.json") for f in found.files if not f.codec}
     for path, name in sidecars.items():
         if path not in transcripts:
             found.skipped.append((name, "sidecar without its transcript"))
     found.files.sort(key=lambda f: (f.session_key, f.name))
     return found
+
+
+def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) -> None:
+    """Add the compressed transcripts (Codex's `rollout-*.jsonl.zst`), each named as its plain form
+    (the name without `.zst`): a file compressed or decompressed between runs is the same file. When
+    both forms are there (Codex leaves them together for a moment), the plain one is read, as Codex
+    does (codex-format.md §14.2)."""
+    plain = {f.name for f in found.files}
+    for path, name, st, codec in compressed:
+        logical = name[: -len(path.suffix)]
+        if logical in plain:
+            found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
+            continue
+        try:
+            found.files.append(_classify(path.with_suffix(""), logical, st, known, found.heads, source=path, codec=codec))
+        except OSError as exc:
+            found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
 
 def _root_names(roots: list[Path]) -> list[str]:
@@ -184,17 +210,24 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
     yield path, name, folders, None, st
 
 
-def _classify(path: Path, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list]) -> Stream:
-    size = st.st_size
+def _classify(
+    path: Path, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list], *,
+    source: Path | None = None, codec: str | None = None,
+) -> Stream:
+    """The stream of the transcript at `path`, shown as `name`; a compressed one is read from
+    `source`, its size that of its decompressed bytes (read through once here)."""
+    source = source or path
+    size = decompressed_size(source, codec) if codec else st.st_size
     seen = known.get(name)
     if head_unchanged(seen, size, st.st_mtime_ns):
-        os.close(os.open(path, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
+        os.close(os.open(source, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
     else:
-        agent_id, session_id = head_ids(_head(path))  # also proves the file can be opened
+        agent_id, session_id = head_ids(_head(source, codec))  # also proves the file can be opened
     heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
     sidecar = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
-    return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=path, mtime_ns=st.st_mtime_ns)
+    return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=source,
+                    mtime_ns=st.st_mtime_ns, codec=codec)
 
 
 def classify(
@@ -246,8 +279,8 @@ def _subagents_owner(path: PurePath) -> str | None:
     return None
 
 
-def _head(path: Path) -> bytes:
-    with path.open("rb") as fh:
+def _head(path: Path, codec: str | None) -> bytes:
+    with open_file(path, codec) as fh:
         return fh.read(PEEK_BYTES)
 
 

@@ -1,5 +1,10 @@
 """OpenAI Codex CLI rollout files (`$CODEX_HOME/sessions/**/rollout-*.jsonl`): told apart by content.
 
+Rollouts Codex compressed (`rollout-*.jsonl.zst`) are read decompressed and named as their plain
+form (sources/claude_code.py, `_add_compressed`): a rollout compressed, or decompressed to be
+resumed, between two runs is the same file, reused when its size and modification time (which
+Codex keeps) are unchanged.
+
 A file is a rollout when its first line is a `session_meta` envelope (Codex 0.32 and later:
 `{"timestamp", "type": "session_meta", "payload": {"id", ...}}`) or the legacy first line of the
 Rust CLI before 0.32 (`{"id", "timestamp", "instructions"[, "git"]}`, no `type`), reference §2.
@@ -17,7 +22,7 @@ import os
 from functools import partial
 from pathlib import Path
 
-from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.base import Loaded, Stream, Unit, open_file
 
 FORMAT = "codex-rollout-jsonl"
 BOM = b"\xef\xbb\xbf"
@@ -32,10 +37,11 @@ def default_sources() -> list[Path]:
     return [home / "sessions", home / "archived_sessions"]
 
 
-def first_line(path: Path) -> bytes:
-    """The file's first line (without its newline), read up to HEAD_LIMIT bytes."""
+def first_line(path: Path, codec: str | None = None) -> bytes:
+    """The file's first line (without its newline), read up to HEAD_LIMIT bytes; decompressed when
+    `codec` names its compression."""
     out = bytearray()
-    with path.open("rb") as fh:
+    with open_file(path, codec) as fh:
         while len(out) < HEAD_LIMIT:
             block = fh.read(READ)
             if not block:
@@ -48,10 +54,10 @@ def first_line(path: Path) -> bytes:
     return bytes(out).removeprefix(BOM)
 
 
-def rollout_meta(path: Path) -> dict | None:
+def rollout_meta(path: Path, codec: str | None = None) -> dict | None:
     """The session meta of a rollout file (its first line's payload), or None for any other file."""
     try:
-        return meta_of(first_line(path))
+        return meta_of(first_line(path, codec))
     except OSError:
         return None
 
@@ -96,7 +102,7 @@ def split(files: list[Stream], heads: dict[str, list]) -> tuple[list[Stream], li
     codex, other = [], []
     for f in files:
         claude = (heads.get(f.name) or [None] * 4)[3] is not None
-        meta = rollout_meta(f.path) if f.path is not None and not claude else None
+        meta = rollout_meta(f.path, f.codec) if f.path is not None and not claude else None
         if meta is None:
             other.append(f)
             continue
@@ -109,7 +115,7 @@ def rollout_stream(f: Stream, meta: dict) -> Stream:
     kind = "subagent" if is_subagent(meta) else "main"
     return Stream(
         f.name, f.size, kind, meta["id"], meta["id"], parent_thread(meta), producer_source=FORMAT, path=f.path,
-        mtime_ns=f.mtime_ns,
+        mtime_ns=f.mtime_ns, codec=f.codec,
     )
 
 
