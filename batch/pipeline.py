@@ -19,7 +19,7 @@ from batch.output.folder import Output, fault, finish_interrupted_swap, forget_m
 from batch.output.layout import WORK
 from batch.run import finalize as final
 from batch.run import schedule, task
-from batch.run.memory import DEFAULT_BATCH_BYTES, Stop, arrow_pool, connect, default_workers, large_groups_message
+from batch.run.memory import DEFAULT_BATCH_BYTES, FINAL_MEMORY, Stop, arrow_pool, connect, default_workers, large_groups_message
 from batch.run.executors import LOCAL
 from batch.sources import registry
 from batch.sources.base import Unit, batches
@@ -244,7 +244,7 @@ def _finish(
         }
     else:
         sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
-        with connect(spill=output.spill) as con:
+        with connect(spill=output.spill, memory=options.memory or FINAL_MEMORY) as con:
             final_counts, unassigned, absent, source_losses = final.finalize(con, output, run_frames, sources_read)
         taken.counts.update(final_counts)
         manifest = final.manifest(

@@ -31,6 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -38,7 +39,7 @@ from batch.errors import OutputError
 from batch.output import integrity
 from batch.output.catalog import CATALOG, write_catalog
 from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, TEMPORARY_RE, WORK
-from batch.output.parts import PartWriter
+from batch.output.parts import PartWriter, copy_statement
 from batch.schema import TABLES, Table
 from batch.schema.work import WORK_SCHEMAS
 from batch.version import FORMAT_NAME, PRODUCER, VERSION
@@ -164,6 +165,11 @@ class Output:
         with self.open(table, index) as part:
             part.append(data)
         return part.rows
+
+    def copy(self, con: duckdb.DuckDBPyConnection, table: Table, relation: str, index: int = 0) -> int:
+        """Write one part of an output table from the DuckDB relation `relation`, by DuckDB itself
+        (`copy_statement`); return the row count."""
+        return con.execute(copy_statement(table, relation, self.part(table.name, index))).fetchall()[0][0]
 
     def open(self, table: Table, index: int = 0) -> PartWriter:
         """One part of an output table, written in pieces (`PartWriter.append`) until it is closed."""

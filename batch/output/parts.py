@@ -146,6 +146,23 @@ def _family(t: pa.DataType) -> str:
     return str(t)
 
 
+# DuckDB's name of each Arrow type the output tables declare (batch/schema)
+_DUCKDB_TYPES = {
+    pa.bool_(): "boolean", pa.int64(): "bigint", pa.float64(): "double", pa.string(): "varchar",
+    pa.large_string(): "varchar", pa.large_binary(): "blob", pa.timestamp("us", tz="UTC"): "timestamptz",
+    pa.list_(pa.string()): "varchar[]",
+}
+
+
+def copy_statement(table: Table, relation: str, path: Path) -> str:
+    """The COPY that writes the rows of the DuckDB relation `relation` as the part file `path` of
+    `table`: its declared columns, in order, cast to the declared types (a missing column or a cast
+    DuckDB refuses is an error naming it), zstd-compressed, in the relation's order."""
+    columns = ", ".join(f'cast("{f.name}" as {_DUCKDB_TYPES[f.type]}) as "{f.name}"' for f in table.schema)
+    target = "'" + str(path).replace("'", "''") + "'"
+    return f"copy (select {columns} from {relation}) to {target} (format parquet, compression zstd)"
+
+
 def conform(table: Table, data: pa.Table) -> pa.Table:
     """Return `data` with exactly the declared columns, in order, cast to the declared types.
 

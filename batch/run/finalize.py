@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batch import reuse, sql
-from batch.incremental import carving
 from batch.run import task
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
@@ -90,22 +89,48 @@ class SourceReads:
     reads: dict[str, list]  # `_reads`
     key_owner: dict[str, str]  # the group of each session among the inputs (`carving.session_owners`)
 
-    def columns(self, sessions: pl.DataFrame) -> pl.DataFrame:
+    def register(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Register the tables `source_reads` (a group's reads) and `session_groups` (a session's
+        group among the inputs) that `sessions_read` joins; a row per group and per input session."""
+        reads = pl.DataFrame(
+            {"owner": list(self.reads), "present": [r[1] for r in self.reads.values()],
+             "read_at": [r[0] for r in self.reads.values()]},
+            schema={"owner": pl.String, "present": pl.Boolean, "read_at": pl.String},
+        ).with_columns(pl.col("read_at").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"))
         # a group's main session is of the group even when no input names it (an Entire session without transcript)
-        owner = carving.session_group(pl.col("session_key"), {**{o: o for o in self.reads}, **self.key_owner}, list(self.reads))
-        present = {o: r[1] for o, r in self.reads.items()}
-        at = {o: r[0] for o, r in self.reads.items()}
-        return sessions.with_columns(
-            source_present=owner.replace_strict(present, default=None, return_dtype=pl.Boolean),
-            source_last_read_at=owner.replace_strict(at, default=None, return_dtype=pl.String)
-            .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"),
-        )
+        groups = pl.DataFrame(
+            {"session_key": [*self.reads, *self.key_owner], "owner": [*self.reads, *self.key_owner.values()]},
+            schema={"session_key": pl.String, "owner": pl.String},
+        ).unique("session_key", keep="last", maintain_order=True)
+        sql.register(con, "source_reads", reads)
+        sql.register(con, "session_groups", groups)
+
+
+# The sessions with their source's reads (SourceReads): a session's group is the one the inputs
+# give, else the group its key is nested in (`<owner>/...`).
+SESSIONS_READ = """
+    select s.*, r.present as source_present, r.read_at as source_last_read_at,
+    from sessions as s
+    left join session_groups as g using (session_key)
+    left join source_reads as r on r.owner = coalesce(g.owner, split_part(s.session_key, '/', 1))
+    order by s.session_key
+"""
+# The losses the tables show, and those found at the source (absent blobs, hash mismatches, ...)
+LOSSES_ALL = """
+    select * from losses
+    union all by name
+    select * from read_parquet($files)
+    order by session_key nulls first, category nulls first, detail nulls first, count nulls first
+"""
 
 
 def finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
     sources_read: SourceReads,
 ) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
+    """Build the final tables in DuckDB from the batches' parts and write each by DuckDB itself:
+    Python holds their counts and the manifest's lists, no table (docs/performance.md, "The final
+    stage at scale")."""
     # The final stage reads the batches' parts of the output and work tables (as views of their
     # Parquet files) and builds the final tables from them, in the order of the files' headers.
     sql_files = set(sql.names())
@@ -119,29 +144,28 @@ def finalize(
             con.read_parquet(output.glob(name, work=work)).create_view(name)
         else:  # no batch held a row of it
             con.register(name, given[name].empty_table())
-    has_source_losses = output.has(SOURCE_LOSSES, work=True)
-    source_losses = [output.glob(SOURCE_LOSSES, work=True)] if has_source_losses else []
-    counts, built = {}, {}
+    sources_read.register(con)
+    counts = {}
     for name in steps:
         sql.materialize(con, name)
         if name in MANIFEST_RELATIONS:
             continue
-        frame = con.table(name).pl()
+        relation = name
         if name == "sessions":
-            frame = sources_read.columns(frame)
+            con.execute(f"create temp table sessions_read as {SESSIONS_READ}")
+            relation = "sessions_read"
+        if name == "losses" and output.has(SOURCE_LOSSES, work=True):
+            con.execute(f"create temp table losses_all as {LOSSES_ALL}", {"files": output.glob(SOURCE_LOSSES, work=True)})
+            relation = "losses_all"
         if name == "losses":
-            # losses found at the source (absent blobs, hash mismatches, ...) beside those the tables show
-            extra = [pl.read_parquet(source_losses)] if source_losses else []
-            if extra:
-                frame = pl.from_arrow(task.cast(TABLES_BY_NAME[name].schema, [frame, *extra])).sort(
-                    "session_key", "category", "detail", nulls_last=False, maintain_order=True
-                )
-        built[name] = frame
-        counts[name] = output.write(TABLES_BY_NAME[name], frame)
-    # losses found at the source, by category (the Entire summary line)
-    entire_losses = dict(sorted(
-        built["losses"].filter(pl.col("category").str.starts_with("entire.")).group_by("category").len().iter_rows()
-    ))
+            # losses found at the source, by category (the Entire summary line)
+            entire_losses = dict(con.sql(
+                f"select category, count(*) from {relation} where starts_with(category, 'entire.') "
+                "group by category order by category"
+            ).fetchall())
+        counts[name] = output.copy(con, TABLES_BY_NAME[name], relation)
+        if relation != name:
+            con.execute(f"drop table {relation}")
     for table in SOURCE_TABLES:
         if run_frames.get(table.name):
             counts[table.name] = output.write(table, _concat(table.schema, run_frames[table.name]))

@@ -353,9 +353,9 @@ def _count_peeks(monkeypatch) -> list[str]:
 
     peeked, head = [], cc._head
 
-    def counting(path):
+    def counting(path, codec=None):
         peeked.append(path.name)
-        return head(path)
+        return head(path, codec)
 
     monkeypatch.setattr(cc, "_head", counting)
     return peeked
