@@ -150,8 +150,8 @@ def overlay(lower: pl.DataFrame, upper: pl.DataFrame) -> pl.DataFrame:
 
 
 def read_prices(path: Path) -> pl.DataFrame:
-    """Return the rows of a price file laid out like data/pricing.csv; raise BatchError naming the
-    file, the line and the fix when it is not one."""
+    """Return the rows of a price file laid out like data/pricing.csv (a row without a source: the
+    file's path); raise BatchError naming the file, the line and the fix when it is not one."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -176,7 +176,7 @@ def read_prices(path: Path) -> pl.DataFrame:
             raise BatchError(f"{where}: {' and '.join(_REQUIRED)} are required.")
         rows.append({
             "model": model, "effective_date": day, "min_input_tokens": 0, **prices,
-            "source": row["source"].strip() or None, "checked_on": _date(row["checked_on"], where, "checked_on"),
+            "source": row["source"].strip() or str(path), "checked_on": _date(row["checked_on"], where, "checked_on"),
         })
     return pl.DataFrame(rows, schema=SCHEMA)
 
@@ -197,6 +197,6 @@ def _price(text: str, where: str, column: str) -> Decimal | None:
         value = Decimal(text.strip())
     except InvalidOperation:
         value = None
-    if value is None or not value.is_finite() or value < 0:
+    if value is None or not value.is_finite() or not 0 <= value < 10**9:  # what the column holds
         raise BatchError(f"{where}: {column} {text!r} is not a price; write USD per million tokens, as 1.25.")
     return value

@@ -93,7 +93,7 @@ priced as (
         coalesce(p.cache_write_1h_usd_per_mtok, p.cache_write_5m_usd_per_mtok, p.input_usd_per_mtok)
             as cache_write_1h_usd_per_mtok,
         coalesce(p.cache_write_5m_usd_per_mtok, 0) <> 0 or coalesce(p.cache_write_1h_usd_per_mtok, 0) <> 0
-            as charges_cache_writes,
+            as has_cache_write_price,
     from dated as d
     asof left join prices as p
         on p.model = d.model
@@ -136,7 +136,7 @@ final as (
             or input_uncached_tokens is null
             or output_total_tokens is null
             or cache_read_tokens is null
-            or (cache_write_tokens is null and (price_effective_date is null or charges_cache_writes))
+            or (cache_write_tokens is null and (price_effective_date is null or has_cache_write_price))
             as is_cost_lower_bound,
     from priced
 )

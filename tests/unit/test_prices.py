@@ -44,12 +44,12 @@ def test_a_higher_layer_wins_over_a_lower_one(tmp_path: Path):
     assert dates_and_inputs(prices, "m") == [(date(2026, 1, 1), 0, Decimal(1)), (date(2026, 2, 1), 0, Decimal(3))]
 
 
-def test_an_empty_cache_price_is_no_price_of_its_own(tmp_path: Path):
-    rows = read_prices(price_file(tmp_path, "m,2026-01-01,1.25,10,,,0.125,,"))
-    assert rows.row(0, named=True) | {"model": "m"} == {
+def test_an_empty_cache_price_is_no_price_of_its_own_and_an_empty_source_the_file(tmp_path: Path):
+    path = price_file(tmp_path, "m,2026-01-01,1.25,10,,,0.125,,")
+    assert read_prices(path).row(0, named=True) == {
         "model": "m", "effective_date": date(2026, 1, 1), "min_input_tokens": 0,
         "input_usd_per_mtok": Decimal("1.25"), "output_usd_per_mtok": Decimal(10), "cache_write_5m_usd_per_mtok": None,
-        "cache_write_1h_usd_per_mtok": None, "cache_read_usd_per_mtok": Decimal("0.125"), "source": None,
+        "cache_write_1h_usd_per_mtok": None, "cache_read_usd_per_mtok": Decimal("0.125"), "source": str(path),
         "checked_on": None,
     }
 
@@ -70,6 +70,7 @@ def test_the_vendor_of_the_agent_names_the_model():
     (("m,2026-01-01,,1,,,,,",), HEADER, ":2: input_usd_per_mtok and output_usd_per_mtok are required"),
     (("m,2026-01-01,1,-1,,,,,",), HEADER, ":2: output_usd_per_mtok '-1' is not a price"),
     (("m,2026-01-01,1,abc,,,,,",), HEADER, ":2: output_usd_per_mtok 'abc' is not a price"),
+    (("m,2026-01-01,1,1,1e12,,,,",), HEADER, ":2: cache_write_5m_usd_per_mtok '1e12' is not a price"),
     (("m,2026-01-01,1,1,,,,,", "m,2026-01-01,2,2,,,,,"), HEADER, ":3: a second row for m on 2026-01-01"),
     (("m,2026-01-01,1,1",), HEADER, ":2: 9 fields expected"),
     ((",2026-01-01,1,1,,,,,",), HEADER, ":2: model and effective_date are required"),
