@@ -160,6 +160,14 @@ _Watch = Annotated[
     ),
 ]
 _Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no warnings).")]
+_Prices = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices", metavar="FILE", show_default=False,
+        help="A CSV of prices laid out like data/pricing.csv: its rows price their models in the catalog from "
+        "their effective dates, over genai-prices' list prices and the shipped data/pricing.csv.",
+    ),
+]
 
 
 @app.command("convert")
@@ -176,6 +184,7 @@ def convert_cmd(
     full: _Full = False,
     verify: _Verify = False,
     prune: _Prune = False,
+    prices: _Prices = None,
     watch: _Watch = False,
     quiet: _Quiet = False,
 ) -> None:
@@ -195,7 +204,7 @@ def convert_cmd(
             paths, out, entire=list(entire or ()), entire_events=list(entire_events or ()),
             all_checkpoints=all_checkpoints, batch_bytes=batch_mb << 20,
             workers=workers, executor=executor, full=full, verify=verify, prune=prune, progress=progress, warn=warn,
-            memory_bytes=memory_mb << 20 if memory_mb else None,
+            memory_bytes=memory_mb << 20 if memory_mb else None, prices=prices,
         )
 
     def first() -> None:
@@ -349,9 +358,11 @@ def report_cmd(
 @app.command("catalog")
 def catalog_cmd(
     out: Annotated[Path, typer.Argument(help="An output folder written by `asr-batch convert`.")],
+    prices: _Prices = None,
 ) -> None:
-    """Rewrite OUT/asr.duckdb for where the folder is now, after moving or copying it."""
-    path = refresh_catalog(out)
+    """Rewrite OUT/asr.duckdb for where the folder is now, after moving or copying it, and with the prices
+    of the genai-prices installed (and of --prices)."""
+    path = refresh_catalog(out, prices=prices)
     typer.echo(f"Rewrote {path}: `duckdb {path}` reads the tables in {path.parent}.")
 
 

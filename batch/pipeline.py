@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
+
 from batch import reuse
 from batch.errors import OutputError, SourceError
 from batch.incremental import carving, history, upgrade
@@ -17,6 +19,7 @@ from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
 from batch.output.folder import Output, fault, finish_interrupted_swap, forget_manifest, lock_output
 from batch.output.layout import WORK
+from batch.output.prices import read_prices
 from batch.run import finalize as final
 from batch.run import schedule, task
 from batch.run.memory import DEFAULT_BATCH_BYTES, FINAL_MEMORY, Stop, arrow_pool, connect, default_workers, large_groups_message
@@ -53,6 +56,7 @@ def convert(
     verify: bool = False,
     prune: bool = False,
     memory_bytes: int | None = None,
+    prices: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> ConvertResult:
@@ -76,15 +80,18 @@ def convert(
     folders moved away, inputs not given this time) are kept as they are, and `sessions` says
     their source is gone; `prune` drops them instead. Only one run writes `out` at a time: a
     second one waits for the first (`warn` says so).
+    The catalog prices the responses at genai-prices' list prices, with the rows of data/pricing.csv
+    and then of the price file `prices` (laid out the same) on top (batch/output/prices.py).
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     # refused before the lock file is made beside `out`: an output that is, holds or lies in an input
     _check_apart(registry.given_roots(sources, entire, entire_events), out)
+    overrides = None if prices is None else read_prices(prices)  # a bad file is refused before any work
     with lock_output(out, warn):
         return _convert(
             sources, out, entire=entire, entire_events=entire_events, all_checkpoints=all_checkpoints,
             batch_bytes=batch_bytes, workers=workers, executor=executor, full=full, verify=verify, prune=prune,
-            memory=memory_bytes, progress=progress, warn=warn,
+            memory=memory_bytes, overrides=overrides, progress=progress, warn=warn,
         )
 
 
@@ -99,6 +106,7 @@ class _Options:
     verify: bool
     prune: bool
     memory: int | None
+    overrides: pl.DataFrame | None
     progress: Callable[[int, int], None] | None
     warn: Callable[[str], None] | None
 
@@ -261,7 +269,10 @@ def _finish(
     if p.repair.damaged:
         manifest["damaged"] = p.repair.manifest()
     write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))
-    output.commit(manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged})
+    output.commit(
+        manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
+        overrides=options.overrides,
+    )
     return manifest
 
 

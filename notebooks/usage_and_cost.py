@@ -35,7 +35,7 @@ def _(con, mo, out):
 
     Output folder `{out}`: **{n:,} model responses** from {first_day} to {last_day},
     **{tokens or 0:,} tokens** (input, cache and output), **${cost or 0:,.2f}** at list prices
-    (`data/pricing.csv`, the price in force on the day of each response).
+    (the catalog's `model_prices`, from genai-prices; the price in force on the day of each response).
 
     - {incomplete:,} responses ({incomplete / max(n, 1):.0%}) have no final usage line: their
       output count is a streaming placeholder, so output tokens and cost are **lower bounds**

@@ -8,9 +8,12 @@ the new files, and a later query of a missing folder fails loudly instead of ret
 table. `open_catalog` sets `asr_root` to where the folder is now, so a moved or copied output
 still answers; the duckdb CLI follows a move after `asr-batch catalog OUT` (`refresh_catalog`).
 
-The catalog also holds `model_prices` (data/pricing.csv) for the cost views, so it never reads
-a file outside the output folder, and stores the sql/views/ files marked `-- materialized: table`
-as tables, computed once from the new files: rewrite the catalog after changing the prices.
+The catalog also holds `model_prices` for the cost views, so it never reads a file outside the
+output folder: the dated prices of the models of `inferences`, built when the catalog is written
+from the genai-prices data installed, then data/pricing.csv and a `--prices` file on top
+(batch/output/prices.py), its `checked_on` the day it is built. It stores the sql/views/ files
+marked `-- materialized: table` as tables, computed once from the new files: rewrite the catalog
+(`asr-batch catalog OUT`) after changing the prices or upgrading genai-prices.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ import os
 import re
 import tempfile
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 
 from batch.errors import BatchError, OutputError
+from batch.output.prices import SCHEMA as PRICE_SCHEMA
+from batch.output.prices import model_prices, pricing_csv, read_prices
 from batch.schema import TABLES
 from batch.sql import sql_dir
 
@@ -43,13 +50,6 @@ _READS = re.compile(r"^--\s*reads:\s*(.*)$", re.MULTILINE)
 # A view file whose header says `-- materialized: table` is stored as a table: the output never
 # changes after the swap, and the views that read it answer in a fraction of the time.
 _MATERIALIZED = re.compile(r"^--\s*materialized:\s*table\s*$", re.MULTILINE)
-
-
-def pricing_csv() -> Path:
-    """Return the dated pricing table shipped with asr-batch (inside the package, else the checkout's)."""
-    package = Path(__file__).parent.parent
-    packaged = package / "data" / "pricing.csv"
-    return packaged if packaged.is_file() else package.parent / "data" / "pricing.csv"
 
 
 def view_files() -> dict[str, str]:
@@ -109,7 +109,7 @@ def view_columns() -> dict[str, list[tuple[str, str]]]:
         for t in TABLES:
             con.register(f"_{t.name}", pa.table({f.name: pa.array([], f.type) for f in t.schema}))
             con.execute(f"create view {t.name} as select * from _{t.name}")
-        con.execute(_prices_sql(pricing_csv()))
+        con.register(PRICES, pl.DataFrame(schema=PRICE_SCHEMA))
         for name, text in view_files().items():
             con.execute(f"create view {name} as\n{text}")
         columns = {}
@@ -136,22 +136,24 @@ def table_view_sql(out: Path) -> list[str]:
     ]
 
 
-def _prices_sql(pricing: Path) -> str:
-    return (
-        f"create or replace table {PRICES} as select * from read_csv({_quote(str(pricing))}, "
-        "header = true, columns = {'model': 'varchar', 'effective_date': 'date', "
-        "'input_usd_per_mtok': 'decimal(10,4)', 'output_usd_per_mtok': 'decimal(10,4)', "
-        "'cache_write_5m_usd_per_mtok': 'decimal(10,4)', 'cache_write_1h_usd_per_mtok': 'decimal(10,4)', "
-        "'cache_read_usd_per_mtok': 'decimal(10,4)', 'source': 'varchar', 'checked_on': 'date'}) "
-        "order by model, effective_date"
-    )
+def _write_prices(con: duckdb.DuckDBPyConnection, overrides: pl.DataFrame | None) -> None:
+    """Store `model_prices` for the models of the output's inferences, each with the agent of its stream."""
+    models = con.sql(
+        "select distinct i.model, s.agent from inferences as i left join sessions as s using (session_key) "
+        "where i.model is not null"
+    ).fetchall()
+    layers = [read_prices(pricing_csv()), *([] if overrides is None else [overrides])]
+    frame = model_prices(models, overrides=layers, checked_on=datetime.now(UTC).date())
+    con.register("model_prices_built", frame)
+    con.execute(f"create or replace table {PRICES} as select * from model_prices_built")
+    con.unregister("model_prices_built")
 
 
-def write_catalog(folder: Path, out: Path, *, pricing: Path | None = None) -> None:
+def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = None) -> None:
     """Write `folder`/asr.duckdb with views over the tables as they will stand in `out`.
 
-    The tables must already be in `folder`: the views are bound against them. `pricing`: a CSV
-    laid out like data/pricing.csv (default: the one shipped with asr-batch).
+    The tables must already be in `folder`: the views are bound against them. `overrides`: the
+    rows of a price file (`read_prices`), over those of genai-prices and data/pricing.csv.
     """
     path = folder / CATALOG
     partial = folder / f".{CATALOG}.partial"
@@ -163,7 +165,7 @@ def write_catalog(folder: Path, out: Path, *, pricing: Path | None = None) -> No
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
             for stmt in table_view_sql(out):
                 con.execute(stmt)
-            con.execute(_prices_sql(pricing or pricing_csv()))
+            _write_prices(con, overrides)
             for name, text in view_files().items():
                 kind = "table" if _MATERIALIZED.search(text) else "view"
                 try:
@@ -195,14 +197,16 @@ def _check_output(out: Path) -> Path:
     return out.resolve()
 
 
-def refresh_catalog(out: Path) -> Path:
-    """Rewrite OUT/asr.duckdb for where the output folder is now (after a move or copy)."""
+def refresh_catalog(out: Path, *, prices: Path | None = None) -> Path:
+    """Rewrite OUT/asr.duckdb for where the output folder is now (after a move or copy), with the
+    prices of the installed genai-prices, data/pricing.csv and the price file `prices` on top."""
+    overrides = None if prices is None else read_prices(prices)
     root = _check_output(out)
     missing = [t.name for t in TABLES if not (root / t.name).is_dir()]
     if missing:
         raise OutputError(f"{out}: table folders missing ({', '.join(missing)}). Convert again into this folder.")
     try:
-        write_catalog(root, root)
+        write_catalog(root, root, overrides=overrides)
     except OSError as exc:
         raise OutputError(f"{out}: cannot write {CATALOG} ({exc.strerror}). Check the folder's permissions.") from exc
     return root / CATALOG

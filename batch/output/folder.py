@@ -182,10 +182,14 @@ class Output:
     def write_manifest(self, manifest: dict) -> None:
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
-    def commit(self, manifest: dict | None = None, known: dict[str, list] | None = None) -> None:
+    def commit(
+        self, manifest: dict | None = None, known: dict[str, list] | None = None, *,
+        overrides: pl.DataFrame | None = None,
+    ) -> None:
         """Drop intermediates, fill empty tables, write `manifest` with every part file's size and
         SHA-256 (`files`: `known` gives those of the parts taken intact from the previous output, see
-        batch/output/integrity.py), build the catalog, and swap the new output in.
+        batch/output/integrity.py), build the catalog (the previous one when it was reused and no
+        price file's rows, `overrides`, are given), and swap the new output in.
 
         The new output is complete, catalog included, before the swap. On Linux the swap is one
         atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
@@ -201,8 +205,8 @@ class Output:
                 self.write(table, table.schema.empty_table())
         if manifest is not None:
             self.write_manifest({**manifest, "files": integrity.seal(self.tmp, self.out, known or {})})
-        if not self._catalog_reused:
-            write_catalog(self.tmp, self.out)
+        if overrides is not None or not self._catalog_reused:
+            write_catalog(self.tmp, self.out, overrides=overrides)
         fault("swap")
         if self.out.exists():
             _check_target(self.out)  # still ours: nothing of someone else's was put there meanwhile

@@ -4,17 +4,22 @@
 -- reads: inferences, records, sessions, model_prices
 -- materialized: table
 --
--- Price: the model_prices row of the same model with the latest effective_date on or before the
--- response's UTC day. No such row: cost_usd is null and is_priced false, never 0.
+-- Price: the model_prices rows of the same model with the latest effective_date on or before the
+-- response's UTC day (price_effective_date); of these, the tier of the response's context length:
+-- the row with the largest min_input_tokens not above its total input (input_total_tokens, cache
+-- included; unknown: the base price, min_input_tokens 0). The tier prices every token of the
+-- response (price_min_input_tokens). No such row: cost_usd is null and is_priced false, never 0.
 -- Cost = (uncached input x input price + output x output price + cache reads x read price
 --        + 1h cache writes x 1h price + the rest of the cache writes x 5m price) / 1e6.
+-- A price the row leaves empty is billed at the input price (1h writes: at the 5m price, else the
+-- input price), as genai-prices does for a token type without a price of its own.
 -- The aggregate cache_write_tokens is what was written; the 1h split (cache_write_1h_tokens)
 -- says how much of it had the 1h TTL, the rest is priced at the 5m rate.
 -- A token count that is not reported adds nothing; is_cost_lower_bound says when that happened
 -- or when usage_complete is false (the output count is a streaming placeholder). Cache writes
--- not reported lower the bound only where the price charges them (not 0 in both write columns),
--- or where there is no price: OpenAI's models before GPT-5.6 bill none (data/pricing.csv: 0), and
--- Codex reports cache writes only where they are billed.
+-- not reported lower the bound only where the price charges them (a write price other than 0),
+-- or where there is no price: Anthropic bills 5m and 1h writes; OpenAI bills writes only for its
+-- GPT-5.6 and later families, and Codex reports cache writes only for those.
 -- project: the working directory of the stream's main session (root_session_key), else its own.
 -- agent: sessions.agent of the inference's stream (claude-code, codex); null when the stream has no
 -- sessions row.
@@ -61,21 +66,39 @@ located as (
     left join streams as root on root.session_key = split_part(i.session_key, '/', 1)
 ),
 
-priced as (
+price_days as (
+    select distinct model, effective_date from prices
+),
+
+dated as (
     select
         l.*,
-        p.effective_date as price_effective_date,
-        coalesce(l.cache_write_1h_tokens, 0) as write_1h,
-        greatest(coalesce(l.cache_write_tokens - coalesce(l.cache_write_1h_tokens, 0), 0), 0) as write_5m,
+        d.effective_date as price_effective_date,
+    from located as l
+    asof left join price_days as d
+        on d.model = l.model
+        and l.day >= d.effective_date
+),
+
+priced as (
+    select
+        d.*,
+        p.min_input_tokens as price_min_input_tokens,
+        coalesce(d.cache_write_1h_tokens, 0) as write_1h,
+        greatest(coalesce(d.cache_write_tokens - coalesce(d.cache_write_1h_tokens, 0), 0), 0) as write_5m,
         p.input_usd_per_mtok,
         p.output_usd_per_mtok,
-        p.cache_write_5m_usd_per_mtok,
-        p.cache_write_1h_usd_per_mtok,
-        p.cache_read_usd_per_mtok,
-    from located as l
+        coalesce(p.cache_read_usd_per_mtok, p.input_usd_per_mtok) as cache_read_usd_per_mtok,
+        coalesce(p.cache_write_5m_usd_per_mtok, p.input_usd_per_mtok) as cache_write_5m_usd_per_mtok,
+        coalesce(p.cache_write_1h_usd_per_mtok, p.cache_write_5m_usd_per_mtok, p.input_usd_per_mtok)
+            as cache_write_1h_usd_per_mtok,
+        coalesce(p.cache_write_5m_usd_per_mtok, 0) <> 0 or coalesce(p.cache_write_1h_usd_per_mtok, 0) <> 0
+            as has_cache_write_price,
+    from dated as d
     asof left join prices as p
-        on p.model = l.model
-        and l.day >= p.effective_date
+        on p.model = d.model
+        and p.effective_date = d.price_effective_date
+        and coalesce(d.input_total_tokens, 0) >= p.min_input_tokens
 ),
 
 final as (
@@ -100,6 +123,7 @@ final as (
         output_total_tokens,
         total_tokens,
         price_effective_date,
+        price_min_input_tokens,
         price_effective_date is not null as is_priced,
         case when price_effective_date is not null then cast((
             coalesce(input_uncached_tokens, 0) * input_usd_per_mtok
@@ -112,8 +136,8 @@ final as (
             or input_uncached_tokens is null
             or output_total_tokens is null
             or cache_read_tokens is null
-            or (cache_write_tokens is null and (price_effective_date is null
-                or cache_write_5m_usd_per_mtok <> 0 or cache_write_1h_usd_per_mtok <> 0)) as is_cost_lower_bound,
+            or (cache_write_tokens is null and (price_effective_date is null or has_cache_write_price))
+            as is_cost_lower_bound,
     from priced
 )
 

@@ -1,8 +1,10 @@
 -- unpriced_models: one row per (agent, model) with inferences that have no price in model_prices
 -- on the day of the response: these inferences have a null cost_usd and no total counts them.
 -- reads: inference_costs, model_prices
+-- Models genai-prices does not know (for the vendor of their agent) are unpriced on every day.
 -- priced_from: the earliest effective_date the table has for the model (null: never priced);
--- responses before it are unpriced too. Fix it by adding a row to data/pricing.csv.
+-- responses before it are unpriced too. Price them with a row in a price file laid out like
+-- data/pricing.csv: `asr-batch catalog OUT --prices FILE` (or `convert --prices FILE`).
 with costs as (
     select * from inference_costs
     where not is_priced

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -90,6 +91,41 @@ def test_missing_source_is_one_error_line(capsys, tmp_path, out):
     assert not out.exists()
 
 
+PRICE_HEADER = ("model,effective_date,input_usd_per_mtok,output_usd_per_mtok,cache_write_5m_usd_per_mtok,"
+                "cache_write_1h_usd_per_mtok,cache_read_usd_per_mtok,source,checked_on")
+
+
+def test_a_bad_price_file_is_refused_before_converting(capsys, src, tmp_path, out):
+    write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    prices = tmp_path / "prices.csv"
+    prices.write_text("model,price\nclaude-opus-4-6,1\n")
+    code, _, err = invoke(capsys, "convert", str(src), "--out", str(out), "--prices", str(prices), "-q")
+    assert code == 1
+    assert_one_error_line(err, f"{prices}:1: the header must be {PRICE_HEADER}")
+    assert not out.exists()
+
+
+def test_convert_prices_from_a_price_file_also_over_an_unchanged_output(capsys, converted, src, tmp_path):
+    def prices() -> list[tuple]:
+        with duckdb.connect(str(converted / "asr.duckdb"), read_only=True) as con:
+            return con.sql("select model, effective_date::varchar, input_usd_per_mtok::double, source "
+                           "from model_prices order by all").fetchall()
+
+    # genai-prices 0.2.5: $5 per million input tokens ($10 over 200,000), flat $5 from 2026-03-13
+    before = prices()
+    assert [row[:3] for row in before] == [
+        ("claude-opus-4-6", "0001-01-01", 5.0), ("claude-opus-4-6", "0001-01-01", 10.0),
+        ("claude-opus-4-6", "2026-03-13", 5.0),
+    ]
+    file = tmp_path / "prices.csv"
+    file.write_text(PRICE_HEADER + "\nclaude-opus-4-6,2026-01-01,1,2,3,4,0.5,mine,2026-01-02\n")
+    # nothing changed: the final stage and the catalog would be reused, but the price file rebuilds the catalog
+    code, _, err = invoke(capsys, "convert", str(src), "--out", str(converted), "--prices", str(file), "-q")
+    assert (code, err) == (0, "")
+    # the file's row takes the model over from 2026-01-01: genai-prices' later change is dropped
+    assert prices() == [*before[:2], ("claude-opus-4-6", "2026-01-01", 1.0, "mine")]
+
+
 @pytest.mark.parametrize("module", ["batch", "batch.cli"])
 def test_missing_source_through_python_m(tmp_path, module):
     missing = tmp_path / "no-such-folder"
@@ -154,7 +190,7 @@ def test_non_empty_folder_without_manifest_is_refused(capsys, src, tmp_path):
     ("command", "expected"),
     [
         ("convert", ["--out", "output folder", "--batch-mb", "mib per batch", "--quiet", "sources", "asr-batch[dask]",
-                     "projects folders"]),
+                     "projects folders", "--prices", "data/pricing.csv"]),
         ("sql", ["--limit", "rows to print", "out", "query", "sql to run"]),
         ("schema", ["markdown", "table or view"]),
         ("report", ["daily", "monthly", "--since", "--until", "--timezone", "--format", "lower bound"]),

@@ -225,6 +225,39 @@ def test_a_moved_output_still_answers_and_the_catalog_says_how_to_follow(capsys,
     assert invoke(capsys, "sql", str(moved), "select 1")[2] == ""
 
 
+PRICE_HEADER = ("model,effective_date,input_usd_per_mtok,output_usd_per_mtok,cache_write_5m_usd_per_mtok,"
+                "cache_write_1h_usd_per_mtok,cache_read_usd_per_mtok,source,checked_on\n")
+
+
+def test_catalog_prices_from_genai_prices_and_a_price_file(capsys, out, tmp_path):
+    def cost() -> float:
+        with duckdb.connect(str(out / "asr.duckdb"), read_only=True) as con:
+            return round(con.sql("select sum(cost_usd) from inference_costs").fetchall()[0][0], 9)
+
+    # two claude-opus-4-6 responses (6 uncached input, 50 cache read, 100 5m cache write tokens; 12 and
+    # 30 output) at genai-prices 0.2.5's price: 5 input, 25 output, 6.25 5m write, 0.5 read per million
+    # tokens: 6x5 + 50x0.5 + 100x6.25 = 680 each, plus (12 + 30)x25 = 1050
+    assert cost() == 2410e-6
+    prices = tmp_path / "prices.csv"
+    prices.write_text(PRICE_HEADER + "claude-opus-4-6,2026-02-01,1,1,1,1,1,mine,2026-02-01\n")
+    code, stdout, err = invoke(capsys, "catalog", str(out), "--prices", str(prices))
+    assert (code, err) == (0, "") and "Rewrote" in stdout
+    assert cost() == (2 * (6 + 50 + 100) + 12 + 30) * 1e-6
+    # an option of the run that writes the catalog: without it, the list prices again
+    assert invoke(capsys, "catalog", str(out))[0] == 0
+    assert cost() == 2410e-6
+
+
+def test_a_bad_price_file_is_one_error_line_and_leaves_the_catalog(capsys, out, tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_text(PRICE_HEADER + "claude-opus-4-6,06/02/2026,1,1,1,1,1,mine,\n")
+    before = (out / "asr.duckdb").read_bytes()
+    code, _, err = invoke(capsys, "catalog", str(out), "--prices", str(prices))
+    assert code == 1
+    assert_one_error_line(err, f"{prices}:2: effective_date '06/02/2026' is not a date; write it as YYYY-MM-DD")
+    assert (out / "asr.duckdb").read_bytes() == before
+
+
 def test_catalog_refuses_a_folder_that_is_not_an_output(capsys, tmp_path):
     folder = tmp_path / "mine"
     folder.mkdir()
@@ -272,7 +305,7 @@ def test_sql_runs_as_a_command(out):
 
 @pytest.mark.parametrize(("command", "expected"), [
     ("sql", ["--format", "csv", "json", "markdown", "--file", "--limit", "interactive"]),
-    ("catalog", ["moving or copying", "out"]),
+    ("catalog", ["moving or copying", "out", "--prices", "data/pricing.csv", "genai-prices"]),
 ])
 def test_commands_have_help(capsys, command, expected):
     code, stdout, err = invoke(capsys, command, "--help")

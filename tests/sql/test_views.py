@@ -15,14 +15,13 @@ with its own price list, so that each figure below can be checked with pencil an
   UTC), i6 (S2, late-model before its first price).
 
 On the real corpus, every view is compared whole with the same figures recomputed from the base
-tables and data/pricing.csv with Polars and plain Python, not with the views' SQL. The real Codex
+tables and genai-prices' list prices (written out below, LIST_PRICES) with Polars and plain Python,
+not with the views' SQL. The real Codex
 rollouts of tests/fixtures/codex, converted with Claude Code transcripts, show both agents apart in
 the views grouped by (agent, model).
 """
 
 from __future__ import annotations
-
-import csv
 
 import json
 from collections import Counter
@@ -39,7 +38,8 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from batch.output.catalog import PRICES, view_files, write_catalog
+from batch.output.catalog import view_files, write_catalog
+from batch.output.prices import read_prices
 from batch.schema import TABLES
 import batch
 from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, write_jsonl
@@ -167,7 +167,7 @@ def authored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / "manifest.json").write_text(json.dumps({"format": {"name": "asr", "version": "0.1"}}))
     pricing = out.parent / "pricing.csv"
     pricing.write_text(PRICING)
-    write_catalog(out, out, pricing=pricing)
+    write_catalog(out, out, overrides=read_prices(pricing))
     return out
 
 
@@ -363,20 +363,6 @@ def test_unpriced_models_are_named_with_their_first_price(con):
     ]
 
 
-def test_shipped_pricing_is_dated_and_sourced(tmp_path: Path):
-    con = duckdb.connect()
-    from batch.output.catalog import _prices_sql, pricing_csv
-
-    con.execute(_prices_sql(pricing_csv()))
-    prices = con.sql(f"select * from {PRICES}").fetchall()
-    assert prices
-    for row in prices:
-        assert all(v is not None for v in row), row
-        assert row[7].startswith("https://"), row
-    dupes = con.sql(f"select model, effective_date from {PRICES} group by all having count(*) > 1").fetchall()
-    assert dupes == []
-
-
 def test_views_run_on_the_real_corpus(corpus_out: Path):
     with duckdb.connect(str(corpus_out / "asr.duckdb"), read_only=True) as con:
         for name in view_files():
@@ -385,21 +371,56 @@ def test_views_run_on_the_real_corpus(corpus_out: Path):
         assert con.sql("select count(*), sum(output_total_tokens) from inference_costs").fetchall() == con.sql(
             "select count(*), sum(output_total_tokens) from inferences"
         ).fetchall()
-        # a model of the corpus is unpriced exactly when data/pricing.csv has no row for it in force on
-        # the day of its responses (read here with the csv module, not through the catalog)
-        rows = list(csv.DictReader((ROOT / "data" / "pricing.csv").read_text().splitlines()))
-        days = con.sql(
-            "select i.model, min(r.timestamp::date)::varchar from inferences as i "
-            "join records as r on r.record_id = i.record_id where i.model is not null group by i.model"
-        ).fetchall()
-        expected = sorted(m for m, day in days if not any(r["model"] == m and r["effective_date"] <= day for r in rows))
-        assert sorted(r[0] for r in con.sql("select model from unpriced_models").fetchall()) == expected
+        # genai-prices prices every model of the corpus (LIST_PRICES, below): none is unpriced
+        models = {m for (m,) in con.sql("select distinct model from inferences where model is not null").fetchall()}
+        assert models <= LIST_PRICES.keys(), models - LIST_PRICES.keys()
+        assert con.sql("select model from unpriced_models").fetchall() == []
 
 
 # The views on the real corpus. Each expected frame below is computed from the base tables (and
-# data/pricing.csv for prices) by what docs/asr-tables.md and the view's header say it counts.
+# LIST_PRICES for prices) by what docs/asr-tables.md and the view's header say it counts.
 
-PRICING_CSV = ROOT / "data" / "pricing.csv"
+# genai-prices 0.2.5's list prices of the models of the corpus and of the Codex rollouts, written out
+# from its data: model -> rows (first day, least total input, (input, output, 5m cache write, 1h cache
+# write, cache read) in USD per million tokens). None: no price of its own, the token billed as input
+# (a 1h write: at the 5m price). ALWAYS: a model's first price, in force before any later one.
+ALWAYS = date(1, 1, 1)
+OPUS = (5, 25, 6.25, 10, 0.5)
+SONNET, SONNET_LONG = (3, 15, 3.75, 6, 0.3), (6, 22.5, 7.5, 12, 0.6)  # over 200,000 input tokens
+LIST_PRICES = {
+    "claude-fable-5": [(ALWAYS, 0, (10, 50, 12.5, 20, 1))],
+    "claude-haiku-4-5-20251001": [(ALWAYS, 0, (1, 5, 1.25, 2, 0.1))],
+    "claude-opus-4-20250514": [(ALWAYS, 0, (15, 75, 18.75, 30, 1.5))],
+    "claude-opus-4-5-20251101": [(ALWAYS, 0, OPUS)],
+    # priced by context length until 2026-03-13, flat from then on
+    "claude-opus-4-6": [(ALWAYS, 0, OPUS), (ALWAYS, 200001, (10, 37.5, 12.5, 20, 1)), (date(2026, 3, 13), 0, OPUS)],
+    "claude-opus-4-7": [(ALWAYS, 0, OPUS)],
+    "claude-opus-4-8": [(ALWAYS, 0, OPUS)],
+    "claude-sonnet-4-20250514": [(ALWAYS, 0, SONNET)],
+    "claude-sonnet-4-5-20250929": [(ALWAYS, 0, SONNET), (ALWAYS, 200001, SONNET_LONG)],
+    "claude-sonnet-4-6": [(ALWAYS, 0, SONNET), (ALWAYS, 200001, SONNET_LONG), (date(2026, 3, 13), 0, SONNET)],
+    # OpenAI lists no cache write price for these: Codex reports none
+    "gpt-5.1-codex": [(ALWAYS, 0, (1.25, 10, None, None, 0.125))],
+    "gpt-5.3-codex": [(ALWAYS, 0, (1.75, 14, None, None, 0.175))],
+}
+
+
+def list_price(model: str, day: date, input_total: int | None) -> tuple | None:
+    """The LIST_PRICES row in force: the latest first day on or before `day`, then the largest least
+    total input not above the response's (unknown: the base price); None when there is none."""
+    dated = [p for p in LIST_PRICES.get(model, []) if p[0] <= day]
+    if not dated:
+        return None
+    latest = max(p[0] for p in dated)
+    return max((p for p in dated if p[0] == latest and p[1] <= (input_total or 0)), key=lambda p: p[1])
+
+
+def list_cost(prices: tuple, uncached: int, output: int, read: int, write_5m: int, write_1h: int) -> float:
+    """USD of a response's tokens at `prices`, a price the row lacks taken as genai-prices does."""
+    inp, out, w5m, w1h, cached = prices
+    w5m = inp if w5m is None else w5m
+    return (uncached * inp + output * out + read * (inp if cached is None else cached)
+            + write_5m * w5m + write_1h * (w5m if w1h is None else w1h)) / 1e6
 Expected = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame], pl.DataFrame]
 CORPUS_EXPECTED: dict[str, Expected] = {}
 UNORDERED = {"inference_costs": "inference_id"}  # a view without `order by`: compared sorted by this key
@@ -450,7 +471,7 @@ def corpus_views(corpus_out: Path) -> dict[str, pl.DataFrame]:
 @pytest.fixture(scope="module")
 def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """Each inference of the corpus located and priced here: its response's UTC day, the project of
-    its main session (else its own cwd), the price row of data/pricing.csv in force that day."""
+    its main session (else its own cwd), the LIST_PRICES row in force that day for its total input."""
     t = corpus_tables
     streams = t["sessions"].select("session_key", "agent", "stream_kind", "cwd")
     located = (
@@ -468,32 +489,28 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
             + pl.col("output_total_tokens"),
         )
     )
-    prices: dict[str, list[dict]] = {}
-    for row in csv.DictReader(PRICING_CSV.read_text().splitlines()):
-        prices.setdefault(row["model"], []).append(row)
-    effective, costs, charges_writes = [], [], []
+    effective, least, costs, charges_writes = [], [], [], []
     for i in located.iter_rows(named=True):
-        in_force = [p for p in prices.get(i["model"], []) if date.fromisoformat(p["effective_date"]) <= i["day"]]
-        if not in_force:  # no price that day: unknown, never 0
+        p = list_price(i["model"], i["day"], i["input_total_tokens"])
+        if p is None:  # no price that day: unknown, never 0
             effective.append(None)
+            least.append(None)
             costs.append(None)
             charges_writes.append(True)
             continue
-        p = max(in_force, key=lambda p: p["effective_date"])
-        charges_writes.append(float(p["cache_write_5m_usd_per_mtok"]) != 0 or float(p["cache_write_1h_usd_per_mtok"]) != 0)
+        day, tokens, prices = p
+        charges_writes.append(bool(prices[2]) or bool(prices[3]))
         n = {k: i[k] or 0 for k in ("input_uncached_tokens", "output_total_tokens", "cache_read_tokens",
                                     "cache_write_tokens", "cache_write_1h_tokens")}
         # the 1h writes at the 1h price, the rest of the aggregate at the 5m price
         write_5m = max(n["cache_write_tokens"] - n["cache_write_1h_tokens"], 0)
-        usd = (n["input_uncached_tokens"] * float(p["input_usd_per_mtok"])
-               + n["output_total_tokens"] * float(p["output_usd_per_mtok"])
-               + n["cache_read_tokens"] * float(p["cache_read_usd_per_mtok"])
-               + n["cache_write_1h_tokens"] * float(p["cache_write_1h_usd_per_mtok"])
-               + write_5m * float(p["cache_write_5m_usd_per_mtok"]))
-        effective.append(date.fromisoformat(p["effective_date"]))
-        costs.append(usd / 1e6)
+        effective.append(day)
+        least.append(tokens)
+        costs.append(list_cost(prices, n["input_uncached_tokens"], n["output_total_tokens"], n["cache_read_tokens"],
+                               write_5m, n["cache_write_1h_tokens"]))
     return located.with_columns(
         price_effective_date=pl.Series(effective, dtype=pl.Date),
+        price_min_input_tokens=pl.Series(least, dtype=pl.Int64),
         cost_usd=pl.Series(costs, dtype=pl.Float64),
         charges_writes=pl.Series(charges_writes, dtype=pl.Boolean),
     ).with_columns(
@@ -512,7 +529,7 @@ def _inference_costs(t, costs):
         "inference_id", "session_key", "root_session_key", "stream_kind", "is_subagent", "project", "agent", "model",
         "responded_at", "day", "usage_complete", "usage_source", "input_uncached_tokens", "cache_read_tokens",
         "cache_write_tokens", "cache_write_1h_tokens", "input_total_tokens", "output_total_tokens", "total_tokens",
-        "price_effective_date", "is_priced", "cost_usd", "is_cost_lower_bound",
+        "price_effective_date", "price_min_input_tokens", "is_priced", "cost_usd", "is_cost_lower_bound",
     )
 
 
@@ -646,10 +663,7 @@ def _usage_completeness(t, costs):
 
 @expects("unpriced_models")
 def _unpriced_models(t, costs):
-    first_price: dict[str, date] = {}
-    for row in csv.DictReader(PRICING_CSV.read_text().splitlines()):
-        day = date.fromisoformat(row["effective_date"])
-        first_price[row["model"]] = min(day, first_price.get(row["model"], day))
+    first_price = {model: min(p[0] for p in rows) for model, rows in LIST_PRICES.items()}
     return (
         costs.filter(~pl.col("is_priced"))
         .group_by("agent", "model")
@@ -790,7 +804,9 @@ def test_view_on_the_real_corpus_is_recomputed_from_the_tables(name, corpus_view
     # a new view needs its figures recomputed here too
     assert name in CORPUS_EXPECTED, f"{name}: no independent computation in tests/sql/test_views.py"
     want = CORPUS_EXPECTED[name](corpus_tables, corpus_costs)
-    assert want.height > 0 or name == "approvals", name  # the corpus exercises every other view
+    # the corpus exercises every other view (it records no permission decision, and genai-prices
+    # prices each of its models: unpriced_models is exercised by the authored outputs)
+    assert want.height > 0 or name in ("approvals", "unpriced_models"), name
     got = corpus_views[name]
     if name in UNORDERED:
         got, want = got.sort(UNORDERED[name]), want.sort(UNORDERED[name])
@@ -806,17 +822,18 @@ def test_every_view_is_documented():
 # Both agents in one output: the real Codex rollouts and Claude Code transcripts, converted together.
 
 CODEX_ROLLOUTS = sorted((ROOT / "tests" / "fixtures" / "codex").glob("*.jsonl"))
+UNKNOWN_MODEL = "claude-preview-0"
 SMALL_CLAUDE_CODE = CORPUS / "chiphuyen-sniffly" / "fed8ce56-bc79-401f-a83e-af084253362f.jsonl"
 
 
 @pytest.fixture(scope="module")
 def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Codex rollouts with a small real Claude Code transcript (a priced model, placeholder output
-    counts) and an authored one whose response is of claude-opus-4-7 before its first price."""
+    counts) and an authored one whose response is of a model genai-prices does not know."""
     tmp = tmp_path_factory.mktemp("two-agents")
     early = write_jsonl(tmp / "projects" / "-home-user-project" / f"{SID}.jsonl", [
         user(uid(1), None, "Hello"),
-        assistant(uid(2), uid(1), "msg_01EarlyResponse", [TEXT], model="claude-opus-4-7", stop="end_turn"),
+        assistant(uid(2), uid(1), "msg_01EarlyResponse", [TEXT], model=UNKNOWN_MODEL, stop="end_turn"),
     ])
     out = tmp / "out"
     batch.convert([*CODEX_ROLLOUTS, SMALL_CLAUDE_CODE, early], out)
@@ -826,12 +843,9 @@ def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_views_group_claude_code_and_codex_apart(two_agents: Path):
     assert len(CODEX_ROLLOUTS) == 5
     t = read_tables(two_agents)
-    prices = list(csv.DictReader(PRICING_CSV.read_text().splitlines()))
-    # the real rollouts' two models have a price (gpt-5.6-luna, of the composite file only, has none)
-    assert {p["model"] for p in prices if p["model"].startswith("gpt-")} == {"gpt-5.1-codex", "gpt-5.3-codex"}
 
     def priced(model: str, day: date) -> bool:
-        return any(p["model"] == model and date.fromisoformat(p["effective_date"]) <= day for p in prices)
+        return list_price(model, day, None) is not None
 
     # each inference with the agent of its stream (sessions) and the UTC day of its response (records)
     located = (
@@ -869,14 +883,11 @@ def test_views_group_claude_code_and_codex_apart(two_agents: Path):
             pl.col("unpriced_inferences") == pl.col("inferences")).height
         assert (by_day.filter(pl.col("unpriced_inferences") == 0)["cost_usd"] > 0).all()
         # a Codex day's cost: uncached input (its input count less the cache reads), cache reads and
-        # output at the price of data/pricing.csv, OpenAI billing no cache writes for these models
-        rate = {p["model"]: p for p in prices}
+        # output at genai-prices' list price, OpenAI billing no cache writes for these models
         expected = {}
         for m, d, inp, cached, out in inf.filter((pl.col("agent") == CODEX) & pl.col("is_priced")).select(
                 "model", "day", "input_total_tokens", "cache_read_tokens", "output_total_tokens").iter_rows():
-            p = rate[m]
-            usd = ((inp - cached) * float(p["input_usd_per_mtok"]) + cached * float(p["cache_read_usd_per_mtok"])
-                   + out * float(p["output_usd_per_mtok"])) / 1e6
+            usd = list_cost(list_price(m, d, inp)[2], inp - cached, out, cached, 0, 0)
             expected[(d, m)] = expected.get((d, m), 0.0) + usd
         got = {(d, m): c for d, m, c in by_day.filter((pl.col("agent") == CODEX) & pl.col("cost_usd").is_not_null())
                .select("day", "model", "cost_usd").iter_rows()}
@@ -905,9 +916,8 @@ def test_views_group_claude_code_and_codex_apart(two_agents: Path):
         same(missing, inf.filter(unpriced).group_by("agent", "model").agg(
             inferences=pl.len(), first_day=pl.col("day").min(), last_day=pl.col("day").max(), **sums,
         ).sort("inferences", "agent", "model", descending=[True, False, False]))
-        # only the Claude Code response before its model's first price: the real rollouts' models are priced
-        assert set(missing["agent"]) == {CC}
-        assert missing.filter(pl.col("agent") == CC)["model"].to_list() == ["claude-opus-4-7"]
+        # only the Claude Code response of a model genai-prices does not know: the rollouts' models are priced
+        assert missing.select("agent", "model").rows() == [(CC, UNKNOWN_MODEL)]
 
         # Codex's input count includes its cache reads: the ratio is over it, not over a sum of parts
         same(view("select day, agent, model, inferences, input_total_tokens, cache_read_tokens, cache_hit_ratio "
