@@ -121,7 +121,8 @@ def _(con, mo):
         ## Approvals by decider
 
         Claude Code records a permission decision on some tool results (`permissionDecision`):
-        who decided (policy, user, hook, classifier) and what. Most transcripts record none.
+        who decided (policy, user, hook, classifier) and what. Older transcripts record a person's
+        rejection only in the result's text (evidence `text_marker`).
         """),
         con.sql("select * from approvals").pl(),
         mo.md("## Hook failures"),

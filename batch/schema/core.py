@@ -258,11 +258,21 @@ TOOL_CALLS = Table(
            "or \"Process exited with code N\" header line of the output)"),
         _c("duration_ms", I64, "the command's run time where the transcript records one: exec_command_end duration, "
            "metadata.duration_seconds or a \"Wall time: X seconds\" header line, the first of those that has it"),
-        _c("denial_kind", STR, "native toolDenialKind of the result, which sets the status"),
+        _c("denial_kind", STR, "toolDenialKind of the result, which sets the status; for a result without "
+           "toolDenialKind or permissionDecision, the kind its text marks in the same values: user-rejected, "
+           "cancelled or interrupted (permission_evidence text_marker)"),
         _c("permission", STR, "compact approval decision (ASR-279): allow_once, allow_always (source user_permanent) "
-           "or reject_once, from permissionDecision"),
-        _c("permission_decided_by", STR, "policy (config), user, hook, or classifier (reasonType classifier)"),
+           "or reject_once, from permissionDecision; reject_once for a rejection or cancellation its text marks"),
+        _c("permission_decided_by", STR, "policy (config), user, hook, or classifier (reasonType classifier); user "
+           "for a rejection or cancellation its text marks"),
         _c("permission_native", JSON, "permissionDecision {decision, source, reasonType} as recorded", json=True),
+        _c("permission_evidence", STR, "where denial_kind, permission and permission_decided_by were read: native_field "
+           "(the result's permissionDecision or toolDenialKind) or text_marker (an error result with neither field "
+           "whose text starts with what Claude Code writes for a person's rejection, a cancellation or an "
+           "interruption: sql/macros/denial_marker.sql); null when the result records no decision or denial"),
+        _c("denial_reason", STR, "what the user said when rejecting the call: the result's text after \"To tell you "
+           "how to proceed, the user said:\" (older: \"The user provided the following reason for the rejection:\"), "
+           "verbatim; null otherwise"),
         _c("call_record_id", STR, "response record holding the tool_use"),
         _c("result_record_id", STR, "record holding the tool_result"),
         _c("call_position", STR, "position of the tool_use line"),

@@ -40,8 +40,8 @@ PLANS = Table(
         col("content", STR, "document plan text: ExitPlanMode input.plan, else toolUseResult.plan; null when "
             "neither holds it (2.1.x writes the plan to the file only)"),
         col("item_count", I64, "rows of plan_items for this row (items listed or touched); null for a document plan"),
-        col("call_status", STR, "status of the tool call (tool_calls.status: completed, error, pending); null "
-            "when the row is not a tool call"),
+        col("call_status", STR, "status of the tool call (tool_calls.status: completed, error, denied, cancelled, "
+            "interrupted, pending); null when the row is not a tool call"),
         col("result_record_id", STR, "record holding the tool result; null while pending or when not a tool call"),
         col("position", STR, "position of the record (records.position)"),
         col("recorded_at", TS, "timestamp of the record (UTC)"),

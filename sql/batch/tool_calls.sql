@@ -1,7 +1,8 @@
 -- tool_calls: one row per tool call (call_id) in a stream, joined with its first result.
 -- Model calls are tool_use blocks; a user's `!` shell command (<bash-input>, answered by a
 -- <bash-stdout> line) is a call requested by the user, keyed by the input line's uuid.
--- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind.
+-- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind;
+-- an error result that records neither, the denial its text marks (sql/macros/denial_marker.sql).
 -- The JSON texts of a model call are not copied here: `input` and `result_native` are null for them
 -- and the pipeline gathers the block's input (parts, by call_record_id and call_part_index) and the
 -- result's toolUseResult (records, by result_record_id) into them; a user's shell command has its own.
@@ -15,7 +16,7 @@ with pairs as (
 ),
 
 -- the first tool_use part with the call's id in its call record, and tool_result part (with its
--- is_error) in its result record
+-- is_error, and the denial its text marks when it is an error) in its result record
 call_parts as (
     select p.record_id, p.call_id, min(p.part_index) as part_index,
     from batch_parts as p
@@ -25,11 +26,20 @@ call_parts as (
 ),
 
 result_parts as (
-    select p.record_id, p.call_id, min(p.part_index) as part_index, first(p.is_error order by p.part_index) as is_error,
+    select
+        p.record_id, p.call_id, min(p.part_index) as part_index, first(p.is_error order by p.part_index) as is_error,
+        first(case when p.is_error then denial_marker(p.text) end order by p.part_index) as marked,
     from batch_parts as p
     where p.part_type = 'tool_result'
         and (p.record_id, p.call_id) in (select (result_record_id, call_id) from pairs where not is_shell_result)
     group by p.record_id, p.call_id
+),
+
+-- the results whose text marks a denial
+result_marks as (
+    select record_id, call_id, marked,
+    from result_parts
+    where marked is not null
 ),
 
 -- the text of part 0 of a shell command's records (its input, its output)
@@ -71,9 +81,14 @@ results as (
             'stderr', regexp_extract(st.text, '<bash-stderr>(.*)</bash-stderr>', 1, 's')
         ) end as tool_use_result,
         o.tool_denial_kind, o.permission_decision, o.permission_source, o.permission_reason_type,
+        coalesce(o.tool_denial_kind, m.marked.denial_kind) as denial_kind,
+        m.marked,
     from calls as c
     join records_full as o on o.record_id = c.result_record_id
     left join result_parts as rp on rp.record_id = c.result_record_id and rp.call_id = c.call_id and not c.is_shell_result
+    -- the text marks the denial of a result that records neither field
+    left join result_marks as m on m.record_id = c.result_record_id and m.call_id = c.call_id and not c.is_shell_result
+        and o.tool_denial_kind is null and o.permission_decision is null
     left join shell_texts as st on st.record_id = c.result_record_id and c.is_shell_result
 ),
 
@@ -96,9 +111,9 @@ final as (
         c.requested_by,
         case
             when r.call_id is null then 'pending'
-            when r.tool_denial_kind = 'interrupted' then 'interrupted'
-            when r.tool_denial_kind = 'cancelled' then 'cancelled'
-            when r.tool_denial_kind is not null then 'denied'
+            when r.denial_kind = 'interrupted' then 'interrupted'
+            when r.denial_kind = 'cancelled' then 'cancelled'
+            when r.denial_kind is not null then 'denied'
             when r.permission_decision = 'reject' then 'denied'
             when coalesce(r.is_error, false) then 'error'
             else 'completed'
@@ -108,20 +123,27 @@ final as (
         cast(null as bigint) as exit_code,
         cast(null as varchar) as exit_code_source,
         cast(null as bigint) as duration_ms,
-        r.tool_denial_kind as denial_kind,
+        r.denial_kind,
         case r.permission_decision
             when 'accept' then case when r.permission_source = 'user_permanent' then 'allow_always' else 'allow_once' end
             when 'reject' then 'reject_once'
+            else r.marked.permission
         end as permission,
         case
             when r.permission_reason_type = 'classifier' then 'classifier'
             when r.permission_source = 'config' then 'policy'
             when r.permission_source in ('user_temporary', 'user_permanent', 'user_reject', 'user_abort') then 'user'
             when r.permission_source = 'hook' then 'hook'
+            else r.marked.decided_by
         end as permission_decided_by,
         case when r.permission_decision is not null then json_object(
             'decision', r.permission_decision, 'source', r.permission_source, 'reasonType', r.permission_reason_type
         ) end as permission_native,
+        case
+            when r.tool_denial_kind is not null or r.permission_decision is not null then 'native_field'
+            when r.marked is not null then 'text_marker'
+        end as permission_evidence,
+        r.marked.reason as denial_reason,
         c.record_id as call_record_id,
         r.record_id as result_record_id,
         c.position as call_position,

@@ -2,8 +2,10 @@
 -- often they failed, were denied or were interrupted.
 -- reads: tool_calls
 -- Rates are over the calls with a result (pending calls, whose result is not in the capture,
--- are counted apart). error: the result is an error; denied: the permission was refused;
--- interrupted and cancelled: the user or the harness stopped the call.
+-- are counted apart). error: the result is an error and no denial; denied: the permission was
+-- refused; interrupted and cancelled: the user or the harness stopped the call. A denial is one
+-- whether the result records it in its fields or only in its text (tool_calls.permission_evidence):
+-- a person's rejection is never an error.
 with calls as (
     select * from tool_calls
 ),

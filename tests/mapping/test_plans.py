@@ -81,9 +81,10 @@ def test_exit_plan_mode_plan_id_from_the_plan_file_else_slug_else_call(authored)
     assert approved["source"] == "/home/user/.claude/plans/quiet-river-otter.md"
     assert approved["content"].startswith("# Rename the config loader (revised)")
     assert approved["op"] == "replace" and approved["call_status"] == "completed"
-    # Rejected: no plan file in the result, so the record's slug names the plan; the input keeps the text.
+    # Rejected by the user: no plan file in the result, so the record's slug names the plan; the input
+    # keeps the text; the call is denied, not failed (its text is the rejection's)
     rejected = one(plans, call_id="toolu_01PlanNew")
-    assert (rejected["plan_id"], rejected["source"], rejected["call_status"]) == ("quiet-river-otter", None, "error")
+    assert (rejected["plan_id"], rejected["source"], rejected["call_status"]) == ("quiet-river-otter", None, "denied")
     assert rejected["content"].startswith("# Rename the config loader\n")
     assert json.loads(rejected["result_native"]).startswith("Error: The user doesn't want to proceed")
     # 1.0.x: neither a plan file nor a slug, so the call_id is the plan id.

@@ -545,24 +545,27 @@ def test_real_tool_kinds_follow_the_name(corpus):
 
 
 @pytest.mark.parametrize(
-    ("case", "status", "denial_kind", "permission", "decided_by"),
+    ("case", "status", "denial_kind", "permission", "decided_by", "evidence"),
     [
-        ("AcceptTemporary", "completed", None, "allow_once", "user"),
-        ("AcceptPermanent", "completed", None, "allow_always", "user"),
-        ("AcceptConfig000", "completed", None, "allow_once", "policy"),
-        ("AcceptHook00000", "completed", None, "allow_once", "hook"),
-        ("RejectUser00000", "denied", "user-rejected", "reject_once", "user"),
-        ("RejectClassify0", "denied", "automode-blocked", "reject_once", "classifier"),
-        ("RejectHook00000", "denied", "permission-rule", "reject_once", "hook"),
-        ("AbortCancelled0", "cancelled", "cancelled", "reject_once", "user"),
-        ("Interrupted0000", "interrupted", "interrupted", None, None),
-        ("NoDecision00000", "completed", None, None, None),
+        ("AcceptTemporary", "completed", None, "allow_once", "user", "native_field"),
+        ("AcceptPermanent", "completed", None, "allow_always", "user", "native_field"),
+        ("AcceptConfig000", "completed", None, "allow_once", "policy", "native_field"),
+        ("AcceptHook00000", "completed", None, "allow_once", "hook", "native_field"),
+        # its text is the rejection's too: the fields are read, not the text
+        ("RejectUser00000", "denied", "user-rejected", "reject_once", "user", "native_field"),
+        ("RejectClassify0", "denied", "automode-blocked", "reject_once", "classifier", "native_field"),
+        ("RejectHook00000", "denied", "permission-rule", "reject_once", "hook", "native_field"),
+        ("AbortCancelled0", "cancelled", "cancelled", "reject_once", "user", "native_field"),
+        ("Interrupted0000", "interrupted", "interrupted", None, None, "native_field"),
+        ("NoDecision00000", "completed", None, None, None, None),
     ],
 )
-def test_approval_decision_and_denial_on_the_result(authored, case, status, denial_kind, permission, decided_by):
+def test_approval_decision_and_denial_on_the_result(authored, case, status, denial_kind, permission, decided_by,
+                                                    evidence):
     call = one(authored["tool_calls"], call_id=f"toolu_01Approve{case}")
-    assert (call["status"], call["denial_kind"], call["permission"], call["permission_decided_by"]) == (
-        status, denial_kind, permission, decided_by,
+    assert (call["status"], call["denial_kind"], call["permission"], call["permission_decided_by"],
+            call["permission_evidence"], call["denial_reason"]) == (
+        status, denial_kind, permission, decided_by, evidence, None,
     )
     result = one(authored["records"], record_id=call["result_record_id"])
     assert result["session_key"] == APPROVALS

@@ -87,9 +87,9 @@ def prompt(n, session, *, author=None, origin=None, is_meta=None, kind="message"
                 author=author, origin=origin, is_meta=is_meta)
 
 
-def call(cid, session, name, kind, status, permission=None, decided_by=None):
+def call(cid, session, name, kind, status, permission=None, decided_by=None, evidence=None):
     return dict(call_id=cid, session_key=session, tool_name=name, tool_kind=kind, status=status,
-                permission=permission, permission_decided_by=decided_by)
+                permission=permission, permission_decided_by=decided_by, permission_evidence=evidence)
 
 
 def hook(n, key, event, command, status, timed_out=None):
@@ -129,12 +129,15 @@ TABLE_ROWS = {
         call("c1", S1, "Bash", "execute", "completed"),
         call("c2", S1, "Bash", "execute", "error"),
         call("c3", S1, "Read", "read", "completed"),
-        call("c4", S2, "Edit", "edit", "denied", "reject_once", "user"),
-        call("c5", S2, "Edit", "edit", "completed", "allow_once", "user"),
-        call("c6", S2, "Write", "edit", "interrupted"),
+        call("c4", S2, "Edit", "edit", "denied", "reject_once", "user", "native_field"),
+        call("c5", S2, "Edit", "edit", "completed", "allow_once", "user", "native_field"),
+        call("c6", S2, "Write", "edit", "interrupted", evidence="native_field"),
         call("c7", S2, "Bash", "execute", "pending"),
-        call("c8", S1, "Bash", "execute", "completed", "allow_once", "policy"),
-        call("c9", S1, "mcp__x__y", "other", "cancelled", "reject_once", "hook"),
+        call("c8", S1, "Bash", "execute", "completed", "allow_once", "policy", "native_field"),
+        call("c9", S1, "mcp__x__y", "other", "cancelled", "reject_once", "hook", "native_field"),
+        # a person's rejection, and the cancellation of the turn's other call, read from the results' texts
+        call("c10", S1, "ExitPlanMode", "other", "denied", "reject_once", "user", "text_marker"),
+        call("c11", S1, "Bash", "execute", "cancelled", "reject_once", "user", "text_marker"),
     ],
     "hooks": [
         hook(1, "k1", "pre_tool_use", "lint", "started"),
@@ -299,19 +302,21 @@ def test_subagent_share(con):
 
 def test_tool_rates_by_kind(con):
     assert rows(con, "select * from tool_rates") == [
-        ("execute", 1, 4, 1, 2, 1, 0, 0, r(1 / 3), 0.0, 0.0),
+        # denials and cancellations are counted apart from errors, whatever recorded them
+        ("execute", 1, 5, 1, 2, 1, 0, 1, 0.25, 0.0, 0.25),
         ("edit", 2, 3, 0, 1, 0, 1, 1, 0.0, r(1 / 3), r(1 / 3)),
-        ("other", 1, 1, 0, 0, 0, 0, 1, 0.0, 0.0, 1.0),
+        ("other", 2, 2, 0, 0, 0, 1, 1, 0.0, 0.5, 0.5),
         ("read", 1, 1, 0, 1, 0, 0, 0, 0.0, 0.0, 0.0),
     ]
 
 
 def test_approvals_by_decider(con):
     assert rows(con, "select * from approvals") == [
-        ("hook", "reject_once", 1, 1, 0, 0.25),
-        ("policy", "allow_once", 1, 1, 0, 0.25),
-        ("user", "allow_once", 1, 1, 0, 0.25),
-        ("user", "reject_once", 1, 1, 1, 0.25),
+        ("user", "reject_once", "text_marker", 2, 2, 1, r(2 / 6)),  # c10 denied, c11 cancelled
+        ("hook", "reject_once", "native_field", 1, 1, 0, r(1 / 6)),
+        ("policy", "allow_once", "native_field", 1, 1, 0, r(1 / 6)),
+        ("user", "allow_once", "native_field", 1, 1, 0, r(1 / 6)),
+        ("user", "reject_once", "native_field", 1, 1, 1, r(1 / 6)),
     ]
 
 
@@ -338,7 +343,7 @@ def test_session_stats(con):
         select session_key, root_session_key, duration_minutes, records, turns, inferences, tool_calls
         from session_stats
     """) == [
-        (S1, S1, 30.0, 10, 3, 1, 5),  # a human prompt, an unmarked one and an expanded command
+        (S1, S1, 30.0, 10, 3, 1, 7),  # a human prompt, an unmarked one and an expanded command
         (A1, S1, 5.0, 4, 1, 1, 0),  # the agent's prompt
         (S2, S2, 6.0, 3, 0, 3, 4),
         (B9, "S9", None, 2, 0, 1, 0),
@@ -698,14 +703,13 @@ def _tool_rates(t, costs):
 
 @expects("approvals")
 def _approvals(t, costs):
-    # the corpus records no permission decision yet: then the view must be empty
     return (
         t["tool_calls"].filter(pl.col("permission").is_not_null() | pl.col("permission_decided_by").is_not_null())
-        .group_by(decided_by="permission_decided_by", decision="permission")
+        .group_by(decided_by="permission_decided_by", decision="permission", evidence="permission_evidence")
         .agg(calls=pl.len(), tools=pl.col("tool_name").drop_nulls().n_unique(),
              denied_calls=count(pl.col("status") == "denied"))
         .with_columns(share=pl.col("calls") / pl.col("calls").sum())
-        .sort("calls", "decided_by", "decision", descending=[True, False, False])
+        .sort("calls", "decided_by", "decision", "evidence", descending=[True, False, False, False])
     )
 
 
@@ -804,9 +808,9 @@ def test_view_on_the_real_corpus_is_recomputed_from_the_tables(name, corpus_view
     # a new view needs its figures recomputed here too
     assert name in CORPUS_EXPECTED, f"{name}: no independent computation in tests/sql/test_views.py"
     want = CORPUS_EXPECTED[name](corpus_tables, corpus_costs)
-    # the corpus exercises every other view (it records no permission decision, and genai-prices
-    # prices each of its models: unpriced_models is exercised by the authored outputs)
-    assert want.height > 0 or name in ("approvals", "unpriced_models"), name
+    # the corpus exercises every other view (genai-prices prices each of its models:
+    # unpriced_models is exercised by the authored outputs)
+    assert want.height > 0 or name == "unpriced_models", name
     got = corpus_views[name]
     if name in UNORDERED:
         got, want = got.sort(UNORDERED[name]), want.sort(UNORDERED[name])

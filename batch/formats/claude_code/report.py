@@ -51,6 +51,7 @@ REAL_EVIDENCE_BY_ITEM = {
     "deferred_tools_delta tool definitions": "2.1.114",
     "queue-operation remove withdraws": "2.0.42-2.1.39",
     "synthetic API errors are failed attempts": "2.1.6-2.1.9",
+    "a person's rejection or cancellation written as the result's text (a denial, evidence text_marker)": "1.0.17-2.1.185",
 }
 # Items of the entry that no real transcript in the corpus shows: covered by authored fixtures only.
 UNQUALIFIED_ITEMS = (
