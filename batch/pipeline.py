@@ -17,7 +17,7 @@ from batch.incremental import carving, history, upgrade
 from batch.incremental import plan as incremental
 from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
-from batch.output.folder import Output, fault, finish_interrupted_swap, forget_manifest, lock_output
+from batch.output.folder import Output, finish_interrupted_swap, forget_manifest, lock_output
 from batch.output.layout import WORK
 from batch.output.prices import read_prices
 from batch.run import finalize as final
@@ -207,7 +207,6 @@ def _run_tasks(
         executor=options.executor, workers=options.workers or default_workers(), roots=found_all.found.roots,
         batch_bytes=options.batch_bytes, stop=stop, memory=options.memory, done=take,
     )
-    fault("batches")
     not_converted = [schedule.declare_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]
     # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
     for entry in not_converted:

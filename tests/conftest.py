@@ -4,6 +4,7 @@ lines, a JSONL writer, converter runners, readers of an output, the command line
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -165,6 +166,20 @@ def write_jsonl(path: Path, items: list, *, newline_at_end: bool = True) -> Path
     data = b"\n".join(chunks) + (b"\n" if newline_at_end and chunks else b"")
     path.write_bytes(data)
     return path
+
+
+def fault_env(step: str, *, stalled: Path | None = None, once: Path | None = None) -> dict[str, str]:
+    """The environment of a process (and of the Dask workers it starts) that kills itself at `step`
+    of a run, or stalls there (`stall:<step>`, creating `stalled`), or does so once (`once:<step>`,
+    creating `once`): tests/faults/sitecustomize.py, on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_BATCH_FAULT")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent / "faults"), env.get("PYTHONPATH")) if p)
+    env["ASR_BATCH_FAULT"] = step
+    if stalled is not None:
+        env["ASR_BATCH_FAULT_STALLED"] = str(stalled)
+    if once is not None:
+        env["ASR_BATCH_FAULT_ONCE"] = str(once)
+    return env
 
 
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:

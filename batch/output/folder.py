@@ -24,10 +24,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -48,13 +45,6 @@ try:  # POSIX; elsewhere a run cannot tell a live run folder from a stale one an
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None
-
-# Test hook: the process kills itself (SIGKILL) at the named step, or stalls there (`stall:<step>`),
-# to prove what an interruption leaves (tests/e2e/test_safety.py).
-FAULT_ENV = "ASR_BATCH_FAULT"
-STALLED_ENV = FAULT_ENV + "_STALLED"
-# `once:<step>`: the first process to reach the step kills itself, after creating the file ONCE_ENV names
-ONCE_ENV = FAULT_ENV + "_ONCE"
 
 
 class Output:
@@ -207,11 +197,9 @@ class Output:
             self.write_manifest({**manifest, "files": integrity.seal(self.tmp, self.out, known or {})})
         if overrides is not None or not self._catalog_reused:
             write_catalog(self.tmp, self.out, overrides=overrides)
-        fault("swap")
         if self.out.exists():
             _check_target(self.out)  # still ours: nothing of someone else's was put there meanwhile
             _swap(self.tmp, self.out)
-            fault("swapped")
             # self.tmp now holds the previous output
             _remove_ours(self.tmp, tables=_listed_tables(self.tmp), work=True)
         else:
@@ -301,28 +289,6 @@ def lock_output(out: Path, warn=None):
         with contextlib.suppress(OSError):
             os.unlink(path)
         os.close(fd)  # closing the file releases the lock
-
-
-def fault(step: str, event: threading.Event | None = None) -> None:
-    """Kill this process at `step` (`once:<step>`: only the first process that reaches it), or stall
-    there for a minute, when the test hook asks for it (a stall creates the file STALLED_ENV names,
-    if any: a test waits for it, not for a time)."""
-    asked = os.environ.get(FAULT_ENV)
-    if asked == step:
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif asked == f"once:{step}":
-        try:
-            os.close(os.open(os.environ[ONCE_ENV], os.O_WRONLY | os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            return
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif asked == f"stall:{step}":
-        if os.environ.get(STALLED_ENV):
-            Path(os.environ[STALLED_ENV]).touch()
-        if event is not None:
-            event.wait(60)  # a stalled batch still stops when the run is told to
-        else:
-            time.sleep(60)
 
 
 def _hold_marker(path: Path) -> int | None:
@@ -613,11 +579,16 @@ def _swap(new: Path, out: Path) -> None:
     """Exchange `new` and `out`: afterwards `out` is the new output and `new` the previous one."""
     if _renameat2(new, out, _RENAME_EXCHANGE):
         return
-    aside = out.with_name(f".{out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
-    os.replace(out, aside)
-    fault("swap-aside")
+    aside = _move_aside(out)
     os.replace(new, out)
     os.replace(aside, new)
+
+
+def _move_aside(out: Path) -> Path:
+    """Rename `out` to a run folder's name beside it; return that name."""
+    aside = out.with_name(f".{out.name}{RUN_INFIX}{uuid.uuid4().hex[:12]}")
+    os.replace(out, aside)
+    return aside
 
 
 def _rename_new(new: Path, out: Path) -> None:

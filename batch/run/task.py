@@ -28,7 +28,6 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
-from batch.output.folder import fault
 from batch.output.parts import BatchFiles, PartWriter
 
 
@@ -117,7 +116,6 @@ def convert_batch(
     with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
         if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code/pass1.py)
             sql.set_max_line(con, max_line)
-        fault("batch", stop.event)
         return convert_on(con, units, output, index, tool_result_files, hasher)
 
 

@@ -4,7 +4,6 @@ archives, and `--prune` is the only way rows leave it (docs/asr-tables.md, "Keep
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
 import signal
@@ -24,6 +23,7 @@ from batch.cli import _summary
 from batch.errors import OutputError
 from batch.schema import TABLES
 from conftest import (
+    fault_env,
     ROOT,
     SAMPLE, assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, timeless, uid,
     user,
@@ -136,7 +136,7 @@ def test_an_interrupted_prune_prunes_nothing(sample, tmp_path):
     (sample / VIEWER).unlink()
     batch.convert([sample], out)
     before = read_tables(out)
-    env = {**os.environ, batch.output.folder.FAULT_ENV: "swap"}
+    env = fault_env("swap")
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "--prune", "-q"],
                           env=env, cwd=ROOT, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

@@ -5,7 +5,6 @@ Ctrl-C during a Dask run."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import (
+    fault_env,
     ROOT,
     CORPUS, read_manifest, read_tables, run_folders, sorted_rows, timeless, tree, uid, user, write_jsonl,
 )
@@ -88,9 +88,9 @@ def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_du
     local, remote = tmp_path / "local", tmp_path / "remote"
     batch.convert([src], local, batch_bytes=50_000)
     killed = tmp_path / "killed"
-    # the first worker process that starts a task kills itself there, once (batch.output.folder.fault)
-    monkeypatch.setenv(batch.output.folder.FAULT_ENV, "once:batch")
-    monkeypatch.setenv(batch.output.folder.ONCE_ENV, str(killed))
+    # the first worker process that starts a task kills itself there, once (tests/faults/sitecustomize.py)
+    for name, value in fault_env("once:batch", once=killed).items():
+        monkeypatch.setenv(name, value)
     batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
     assert killed.exists()  # a worker died in a task
     assert_same_output(remote, local)
@@ -129,7 +129,7 @@ def test_ctrl_c_during_a_dask_run_ends_its_workers_and_keeps_the_previous_output
     old = tree(out)
     sessions(src, 4)
     stalled = out.parent / "stalled"
-    env = {**os.environ, batch.output.folder.FAULT_ENV: "stall:batch", batch.output.folder.STALLED_ENV: str(stalled)}
+    env = fault_env("stall:batch", stalled=stalled)
     proc = subprocess.Popen(
         [sys.executable, "-m", "batch", "convert", str(src), "--out", str(out), "-q", "--executor", "dask"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

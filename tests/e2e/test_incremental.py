@@ -23,6 +23,7 @@ from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
 from conftest import (
+    fault_env,
     ROOT,
     assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, tool_result,
     tool_use, uid, usage, user,
@@ -627,7 +628,7 @@ def test_an_interrupted_delta_run_leaves_the_previous_output_intact(sample, tmp_
     batch.convert([sample], out)  # a delta state
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     grow(sample / VIEWER, VIEWER_SID, 18)
-    env = {**os.environ, batch.output.folder.FAULT_ENV: step}
+    env = fault_env(step)
     proc = subprocess.run([sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "-q"],
                           env=env, cwd=ROOT, capture_output=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL

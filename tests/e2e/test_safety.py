@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import ROOT, SID, SID2, assistant, run_folders, tree, uid, user, write_jsonl
+from conftest import ROOT, SID, SID2, assistant, fault_env, run_folders, tree, uid, user, write_jsonl
 
 import batch
 import batch.output.folder
@@ -211,11 +211,8 @@ NO_EXCHANGE = (
 def _cli(
     args: list[str], *, fault: str | None = None, stalled: Path | None = None, exchange: bool = True, **kw,
 ) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in (batch.output.folder.FAULT_ENV, batch.output.folder.STALLED_ENV)}
-    if fault:
-        env[batch.output.folder.FAULT_ENV] = fault
-    if stalled:
-        env[batch.output.folder.STALLED_ENV] = str(stalled)
+    env = fault_env(fault, stalled=stalled) if fault else {
+        k: v for k, v in os.environ.items() if not k.startswith("ASR_BATCH_FAULT")}
     command = ["-m", "batch"] if exchange else ["-c", NO_EXCHANGE]
     return subprocess.Popen(
         [sys.executable, *command, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -27,6 +27,7 @@ from batch.cli import _summary
 from batch.errors import OutputError
 from batch.schema import TABLES
 from conftest import (
+    fault_env,
     FIXTURES, ROOT, SAMPLE, SID, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, timeless, uid,
     user,
 )
@@ -165,8 +166,7 @@ def test_pruning_an_output_of_an_earlier_version_drops_its_kept_sessions(sample,
 def test_a_kill_during_an_upgrade_leaves_the_old_output_or_the_new_one(step, sample, everything, tmp_path):
     out = previous_output(OUTPUTS[0], tmp_path)
     old = tree(out)
-    env = {k: v for k, v in __import__("os").environ.items() if k != batch.output.folder.FAULT_ENV}
-    env[batch.output.folder.FAULT_ENV] = step
+    env = fault_env(step)
     proc = subprocess.run(
         [sys.executable, "-m", "batch", "convert", str(sample), "--out", str(out), "-q"], env=env, cwd=ROOT,
         capture_output=True, text=True, timeout=300,
