@@ -23,7 +23,7 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
     ),
     # one row per stream of a batch, before cross-batch lineage: sql/batch/session_streams.sql
     "session_streams": pa.schema(
-        _without(SESSIONS.schema, "parent_session_key", "is_async", "source_present", "source_last_read_at")
+        _without(SESSIONS.schema, "parent_session_key", "root_session_key", "is_async", "source_present", "source_last_read_at")
     ),
     # one row per native fact tying a stream to another: sql/batch/lineage_evidence.sql
     "lineage_evidence": pa.schema(

@@ -253,7 +253,9 @@ def test_a_forks_replayed_usage_is_counted_once_for_the_parent(tmp_path):
     parent = load(TINY)
     pid = parent[0]["payload"]["id"]
     cid = "019c8a00-0000-7000-8000-000000000001"  # sorts before the parent: attribution is not by key order
-    own_meta = {**parent[0], "payload": {**parent[0]["payload"], "id": cid, "forked_from_id": pid}}
+    created = "2026-02-23T13:30:00.000Z"  # after every turn it copies: the copy runs to its last line
+    own_meta = {**parent[0], "timestamp": created,
+                "payload": {**parent[0]["payload"], "id": cid, "timestamp": created, "forked_from_id": pid}}
     last_total = [o for o in parent if o["payload"].get("type") == "token_count" and o["payload"]["info"]][-1]
     total = last_total["payload"]["info"]["total_token_usage"]
     new_last = {"input_tokens": 40000, "cached_input_tokens": 30000, "output_tokens": 500,

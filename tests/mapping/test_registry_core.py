@@ -783,6 +783,8 @@ def test_fork_is_forked_from_its_parent_session(authored):
     session = one(authored["sessions"], session_key=FORK)
     assert session["forked_from_session_id"] == FORK_PARENT
     assert (session["title"], session["title_source"]) == ("release checklist (fork)", "user")
+    # a fork is a main session of its own: its root is itself
+    assert (session["parent_session_key"], session["root_session_key"]) == (None, FORK)
 
 
 def test_fork_context_ref_means_a_referenced_prefix(authored):
@@ -794,9 +796,10 @@ def test_fork_context_ref_means_a_referenced_prefix(authored):
     assert (edge["parent_session_key"], edge["evidence"], edge["evidence_detail"]) == (
         TREE, "native_field", "fork-context-ref",
     )
-    # the forked subagent is still spawned by its call
+    # the forked subagent is still spawned by its call, and rolls up to the session that spawned it
     spawned = one(authored["lineage"], session_key=FORK_AGENT, relation="spawned_by")
     assert spawned["call_id"] == "toolu_01LineageForkAgent0001"
+    assert one(authored["sessions"], session_key=FORK_AGENT)["root_session_key"] == TREE
 
 
 def test_continued_in_names_the_successor(authored):
