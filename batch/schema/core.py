@@ -48,6 +48,11 @@ SESSIONS = Table(
            "session_meta's cli_version"),
         _c("title", STR, "latest title: custom-title beats ai-title beats the newest summary line of the file"),
         _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
+        _c("first_prompt", STR, "the first prompt of the stream, whitespace collapsed, cut at 200 characters: for a main "
+           "session the first message a person wrote in it (a fork's own, not its copy of its parent's); for a subagent, "
+           "sidechain or spawned thread the instruction it was launched with, written by its parent agent; null without "
+           "one (docs/asr-tables.md, \"First prompts\")"),
+        _c("first_prompt_record_id", STR, "the record first_prompt is read from"),
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
         _c("is_async", BOOL, "for a subagent: launched in the background (Agent with run_in_background), see background_tasks; null for other streams"),

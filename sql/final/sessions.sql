@@ -1,5 +1,5 @@
 -- sessions: one row per stream, with its parent stream resolved across batches and the root of its tree.
--- reads: background_tasks, lineage, session_streams
+-- reads: background_tasks, first_prompts, lineage, session_streams
 -- parent_session_key: a subagent's or sidechain's parent is the stream that spawned it (lineage
 -- spawned_by), else the session its own transcript names (parent_session_id), whether or not that
 -- stream is in the output; a main session has none (a fork, a resumed or continued session is a main
@@ -91,6 +91,13 @@ roots as (
     select session_key, arg_max(ancestor_key, len(path)) as root_session_key from ancestors group by session_key
 ),
 
+-- a stream whose rows span several batches (re-run as deltas) has its first prompt in the earliest
+prompts as (
+    select session_key, text as first_prompt, record_id as first_prompt_record_id
+    from first_prompts
+    qualify row_number() over (partition by session_key order by seq, record_id) = 1
+),
+
 final as (
     select
         s.session_key,
@@ -112,6 +119,8 @@ final as (
         s.versions,
         s.title,
         s.title_source,
+        fp.first_prompt,
+        fp.first_prompt_record_id,
         s.agent_type,
         case when s.stream_kind = 'subagent' then aa.agent_id is not null end as is_async,
         s.description,
@@ -132,6 +141,7 @@ final as (
     from streams as s
     join parents as pa using (session_key)
     join roots as r using (session_key)
+    left join prompts as fp using (session_key)
     left join async_agents as aa on aa.agent_id = s.agent_id and aa.parent_key = pa.parent_session_key
 )
 

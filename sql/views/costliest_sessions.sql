@@ -20,6 +20,7 @@ final as (
         root_session_key,
         project,
         title,
+        first_prompt,
         models,
         inferences,
         total_tokens,

@@ -1,6 +1,7 @@
 -- usage_by_session: one row per root session (root_session_key), its subagents, sidechains and
 -- spawned threads included: tokens, cost, models and time span. A fork is a root of its own.
 -- reads: inference_costs, sessions
+-- title and first_prompt: the root session's (sessions), to tell the sessions apart.
 -- cost_usd adds the priced inferences only (unpriced_inferences, unpriced_models say what is
 -- missing). is_lower_bound: some output counts are placeholders.
 with costs as (
@@ -8,7 +9,7 @@ with costs as (
 ),
 
 roots as (
-    select session_key as root_session_key, title from sessions
+    select session_key as root_session_key, title, first_prompt from sessions
 ),
 
 totals as (
@@ -39,6 +40,7 @@ final as (
         t.root_session_key,
         t.project,
         r.title,
+        r.first_prompt,
         t.models,
         t.streams,
         t.inferences,

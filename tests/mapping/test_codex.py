@@ -4,6 +4,7 @@ lines itself with json.loads (the Codex rollout reference, codex-format.md)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -160,6 +161,20 @@ def test_the_prompt_record_holds_the_typed_text(tables):
     assert part["text"] == prompt and part["part_type"] == "text"
     copy = one(tables["source_lines"], source_file=shown(OLD), reason="event_copy", record_id=rec["record_id"])
     assert json.loads(copy["native"])["payload"]["message"] == prompt
+
+
+def test_the_first_prompt_is_the_typed_text_the_first_user_message_repeats(tables):
+    # Codex writes the typed prompt as a user message item, then its user_message event (§6): the
+    # session's first prompt is that item's text, never the injected context before it
+    for path in REAL:
+        objs = load(path)
+        event = next(i for i, o in enumerate(objs) if o["type"] == "event_msg" and o["payload"]["type"] == "user_message")
+        item = next(i for i in range(event - 1, -1, -1)
+                    if objs[i]["type"] == "response_item" and objs[i]["payload"].get("role") == "user")
+        text = " ".join(b["text"][:1000] for b in objs[item]["payload"]["content"] if b["type"] == "input_text")
+        s = one(tables["sessions"], session_key=session_id(path))
+        assert s["first_prompt"] == re.sub(r"[ \t\n\v\f\r]+", " ", text).strip()[:200], path.name
+        assert s["first_prompt_record_id"] == f"{session_id(path)}:line:{item + 1}"
 
 
 def test_reasoning_summaries_are_parts_and_encrypted_content_a_loss(tables):

@@ -274,3 +274,15 @@ def test_no_real_codex_session_is_its_own_parent(tmp_path):
     # no real rollout names a parent thread: each is its own root
     assert (t["sessions"]["root_session_key"] == t["sessions"]["session_key"]).all()
 
+
+def test_each_threads_first_prompt_is_its_own_not_its_copy_of_its_parents(family):
+    out, files = family
+    sessions = read_tables(out)["sessions"]
+    for key, (copy, own) in FAMILY.items():
+        # the typed prompt is the user message item its user_message event repeats (§6)
+        event = next(i for i, o in enumerate(own) if o["type"] == "event_msg" and o["payload"]["type"] == "user_message")
+        item = next(o for o in reversed(own[:event]) if o["payload"].get("role") == "user")
+        text = " ".join(b["text"] for b in item["payload"]["content"])
+        assert one(sessions, session_key=key)["first_prompt"] == " ".join(text.split()), key
+        line_ = files[key].index(item) + 1
+        assert one(sessions, session_key=key)["first_prompt_record_id"] == f"{key}:line:{line_}"

@@ -783,8 +783,13 @@ def test_fork_is_forked_from_its_parent_session(authored):
     session = one(authored["sessions"], session_key=FORK)
     assert session["forked_from_session_id"] == FORK_PARENT
     assert (session["title"], session["title_source"]) == ("release checklist (fork)", "user")
-    # a fork is a main session of its own: its root is itself
+    # a fork is a main session of its own: its root is itself, its first prompt the first it did not copy
     assert (session["parent_session_key"], session["root_session_key"]) == (None, FORK)
+    path = REGISTRY / "lineage" / "-home-user-deploy" / f"{FORK}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    own = next(o for o in lines if o.get("type") == "user" and "forkedFrom" not in o)
+    assert (session["first_prompt"], session["first_prompt_record_id"]) == (
+        own["message"]["content"], f"{FORK}:{own['uuid']}")
 
 
 def test_fork_context_ref_means_a_referenced_prefix(authored):

@@ -573,7 +573,7 @@ def _usage_by_project(t, costs):
 
 @expects("usage_by_session")
 def _usage_by_session(t, costs):
-    titles = t["sessions"].select(root_session_key="session_key", title="title")
+    titles = t["sessions"].select(root_session_key="session_key", title="title", first_prompt="first_prompt")
     return (
         costs.group_by("root_session_key")
         .agg(
