@@ -235,7 +235,7 @@ own_turns as (
 -- parent's), so that a copied token_count has the parent's thread in both files
 threaded as (
     select
-        o.* exclude (latest_thread),
+        o.* exclude (latest_thread, own_created_at, meta_created_at),
         case
             when o.line >= s.copy_start and o.line < coalesce(t.copy_end, o.line + 1) then o.latest_thread
             else o.own_thread

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 import batch
-from conftest import FIXTURES, codex_responses, one, read_tables, rows
+from conftest import FIXTURES, codex_responses, one, read_tables, rows, walk_roots
 
 TINY = FIXTURES / "codex" / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl"
 # Codex's message to a child forked at its spawn call (codex-rs core/src/agent/control.rs)
@@ -160,14 +160,7 @@ def parent_of(first: dict) -> str | None:
 
 def expected_roots(files: dict[str, list[dict]]) -> dict[str, str]:
     """Each thread's root: its own session_meta's parent followed up, through threads absent or not."""
-    parents = {key: parent_of(objects[0]) for key, objects in files.items()}
-    roots = {}
-    for key in files:
-        node = key
-        while parents.get(node) is not None:
-            node = parents[node]
-        roots[key] = node
-    return roots
+    return walk_roots({key: parent_of(objects[0]) for key, objects in files.items()})
 
 
 def own_tokens(key: str) -> int:

@@ -42,7 +42,7 @@ from polars.testing import assert_frame_equal
 from batch.output.catalog import PRICES, view_files, write_catalog
 from batch.schema import TABLES
 import batch
-from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, write_jsonl
+from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, walk_roots, write_jsonl
 
 S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
 CC, CODEX = "claude-code", "codex"
@@ -441,13 +441,7 @@ def same(got: pl.DataFrame, want: pl.DataFrame) -> None:
 
 def roots(sessions: pl.DataFrame) -> pl.DataFrame:
     """Each stream's root: its parent_session_key followed up (through a parent not in the output)."""
-    parents = dict(sessions.select("session_key", "parent_session_key").iter_rows())
-    walked = {}
-    for key in parents:
-        node = key
-        while parents.get(node) is not None:
-            node = parents[node]
-        walked[key] = node
+    walked = walk_roots(dict(sessions.select("session_key", "parent_session_key").iter_rows()))
     return pl.DataFrame({"session_key": list(walked), "root_session_key": list(walked.values())},
                         schema={"session_key": pl.String, "root_session_key": pl.String})
 
