@@ -299,6 +299,17 @@ def wide_columns() -> list[str]:
     return sorted(c.strip() for c in lists.pop().split(","))
 
 
+def walk_roots(parents: Mapping[str, str | None]) -> dict[str, str]:
+    """Each stream's root: its parent followed up, through a parent that is not a key of `parents`."""
+    roots = {}
+    for key in parents:
+        node = key
+        while parents.get(node) is not None:
+            node = parents[node]
+        roots[key] = node
+    return roots
+
+
 # Codex usage by the rule of ../shared reference codex-format.md §9.6, written out over parsed lines
 CODEX_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
 

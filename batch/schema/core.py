@@ -22,8 +22,12 @@ SESSIONS = Table(
            "`<parent sessionId>/<agentId>` for a subagent, `<sessionId>/sidechain-<root uuid>` for an inline 1.0.x sidechain"),
         _c("session_id", STR, "ASR session ID: the records' sessionId for a main session, the agentId for a subagent"),
         _c("stream_kind", STR, "main, subagent, or sidechain (inline isSidechain turns of 1.0.x)"),
-        _c("parent_session_key", STR, "session_key of the stream this one belongs to (subagents and sidechains); "
-           "null for a main session (a root is never claimed from one transcript)"),
+        _c("parent_session_key", STR, "session_key of the stream this one belongs to (subagents and sidechains): the "
+           "stream that spawned it (lineage spawned_by), else the session its transcript names, in the output or not; "
+           "null for a main session, a fork's included (a root is never claimed from one transcript); never the stream itself"),
+        _c("root_session_key", STR, "the stream at the top of this one's tree: parent_session_key followed up to a stream "
+           "without a parent (a main session, a fork's included), or to a parent that is not in the output; the stream "
+           "itself for a main session. Subagents and spawned threads roll up to it (docs/asr-tables.md, \"Roots\")"),
         _c("parent_session_id", STR, "native sessionId carried by a subagent's records (its parent's)"),
         _c("agent_id", STR, "native agentId of a subagent"),
         _c("agent", STR, "agent that wrote the transcript: claude-code, codex (a Codex CLI rollout); for an Entire session without a Claude Code "
@@ -44,6 +48,11 @@ SESSIONS = Table(
            "session_meta's cli_version"),
         _c("title", STR, "latest title: custom-title beats ai-title beats the newest summary line of the file"),
         _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
+        _c("first_prompt", STR, "the first prompt of the stream, whitespace collapsed, cut at 200 characters: for a main "
+           "session the first message a person wrote in it (a fork's own, not its copy of its parent's); for a subagent, "
+           "sidechain or spawned thread the instruction it was launched with, written by its parent agent; null without "
+           "one (docs/asr-tables.md, \"First prompts\")"),
+        _c("first_prompt_record_id", STR, "the record first_prompt is read from"),
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
         _c("is_async", BOOL, "for a subagent: launched in the background (Agent with run_in_background), see background_tasks; null for other streams"),

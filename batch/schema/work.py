@@ -23,7 +23,10 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
     ),
     # one row per stream of a batch, before cross-batch lineage: sql/batch/session_streams.sql
     "session_streams": pa.schema(
-        _without(SESSIONS.schema, "parent_session_key", "is_async", "source_present", "source_last_read_at")
+        _without(
+            SESSIONS.schema, "parent_session_key", "root_session_key", "is_async", "first_prompt", "first_prompt_record_id",
+            "source_present", "source_last_read_at",
+        )
     ),
     # one row per native fact tying a stream to another: sql/batch/lineage_evidence.sql
     "lineage_evidence": pa.schema(
@@ -33,6 +36,10 @@ WORK_SCHEMAS: dict[str, pa.Schema] = {
     "number_faults": pa.schema(
         [pa.field("session_key", STR), pa.field("source_file", STR), pa.field("line", I64), pa.field("position", STR),
          pa.field("field", STR), pa.field("native_value", STR)]
+    ),
+    # one row per stream with a prompt, its first: sql/batch/first_prompts.sql
+    "first_prompts": pa.schema(
+        [pa.field("session_key", STR), pa.field("record_id", STR), pa.field("seq", I64), pa.field("text", STR)]
     ),
     # one row per summary line from which no title is derived: sql/batch/unowned_summaries.sql
     "unowned_summaries": pa.schema(

@@ -78,6 +78,8 @@ fields as (
         p.type as payload_type,
         p.role as role,
         p.id as meta_id,
+        -- when the thread was created (§3): a session_meta's own timestamp, not the line's write time
+        case when line_type = 'session_meta' then try_cast(p.timestamp as timestamptz) end as meta_created_at,
         p.cwd as cwd,
         p.originator as originator,
         p.cli_version as cli_version,
@@ -189,15 +191,58 @@ outcomes as (
     from outputs
 ),
 
--- the thread a line was written in: the id of the latest session_meta before it. A fork or forked
--- subagent file replays its parent's lines after a copy of the parent's session_meta (reference
--- §10), so a replayed token_count has the parent's thread in both files.
-threaded as (
+-- the file's own thread: its first session_meta (§3, §10), created at own_created_at
+owned as (
     select
         *,
+        first_value(case when line_type = 'session_meta' then meta_id end ignore nulls)
+            over (partition by file_idx order by line rows between unbounded preceding and unbounded following)
+            as own_thread,
+        first_value(case when line_type = 'session_meta' then meta_created_at end ignore nulls)
+            over (partition by file_idx order by line rows between unbounded preceding and unbounded following)
+            as own_created_at,
         last_value(case when line_type = 'session_meta' then meta_id end ignore nulls)
-            over (partition by file_idx order by line rows between unbounded preceding and current row) as thread,
+            over (partition by file_idx order by line rows between unbounded preceding and current row) as latest_thread,
     from outcomes
+),
+
+-- A fork or forked subagent file copies its parent's lines after a copy of the parent's session_meta
+-- (reference §10, §14.5), then writes its own. The copy starts at the first session_meta of another
+-- thread and ends where the file's own first turn starts: a turn_context or task_started whose turn_id
+-- is a UUIDv7 taken at or after the file's thread was created (the parent's turns were all started
+-- before). A file without such a turn (turn ids came after 0.98) has no known end: the copy runs to its
+-- last line.
+spans as (
+    select
+        file_idx,
+        min(line) filter (where line_type = 'session_meta' and meta_id is distinct from own_thread) as copy_start,
+    from owned
+    group by file_idx
+),
+
+own_turns as (
+    select o.file_idx, min(o.line) as copy_end
+    from owned as o
+    join spans as s using (file_idx)
+    where o.line > s.copy_start
+        and o.turn_id is not null
+        and regexp_full_match(o.turn_id, '[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}')
+        and to_timestamp(cast('0x' || substr(o.turn_id, 1, 8) || substr(o.turn_id, 10, 4) as bigint) / 1000) >= o.own_created_at
+    group by o.file_idx
+),
+
+-- the thread a line was written in: the file's own, or within the copy the latest session_meta's (the
+-- parent's), so that a copied token_count has the parent's thread in both files
+threaded as (
+    select
+        o.* exclude (latest_thread, own_created_at, meta_created_at),
+        case
+            when o.line >= s.copy_start and o.line < coalesce(t.copy_end, o.line + 1) then o.latest_thread
+            else o.own_thread
+        end as thread,
+    from owned as o
+    left join spans as s using (file_idx)
+    left join own_turns as t using (file_idx)
 ),
 
 -- §9.6: a response is one distinct (total_token_usage, last_token_usage) pair of the five classic

@@ -9,6 +9,11 @@
 -- Codex subagent thread is spawned by the call whose output (spawn_agent agent_id) or end event
 -- (collab_agent_spawn_end new_thread_id) names it: native_field when the thread's own session_meta
 -- names the session of that call as its parent thread, native_field_partial otherwise.
+-- A call can be held by several streams (a fork or a forked Codex subagent copies its parent's
+-- lines): the spawning call is the copy in the stream the child's own transcript names as its parent,
+-- else in the one the evidence names; a Codex thread's call is never taken from another copy (a
+-- sibling's or the child's own), so that its parent is then the thread its own session_meta names.
+-- No stream is its own parent.
 -- losses.sql declares the lineage loss for all but native_field.
 -- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
 -- prefix is referenced, not copied) name the other session by its sessionId. continues: an Entire
@@ -28,9 +33,7 @@ parents as (
 ),
 
 calls as (
-    select call_id, session_key, call_record_id
-    from tool_calls
-    qualify row_number() over (partition by call_id order by session_key) = 1
+    select call_id, session_key, call_record_id from tool_calls
 ),
 
 spawned as (
@@ -51,7 +54,7 @@ spawned as (
         bool_or(source = 'progress.agentId') as has_progress,
         bool_or(source = 'entire.tasks') as has_structure,
         bool_or(source in ('spawn_agent.agent_id', 'collab_agent_spawn_end.new_thread_id')) as has_thread_call,
-        min(parent_session_key) as reported_parent,
+        min(parent_session_key) filter (where parent_session_key <> child_session_key) as reported_parent,
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,
     from evidence
@@ -59,11 +62,30 @@ spawned as (
     group by child_session_key
 ),
 
+-- the copy of each child's spawning call: in the parent its own stream names, else in the one the
+-- evidence names, else (not a Codex thread's) in another stream, never in the child itself
+spawning_calls as (
+    select p.session_key, c.session_key as call_session_key, c.call_record_id,
+    from spawned as p
+    left join parents as t using (session_key)
+    join calls as c on c.call_id = p.call_id and c.session_key <> p.session_key
+    where not p.has_thread_call or c.session_key in (t.parent_session_id, p.reported_parent)
+    qualify row_number() over (
+        partition by p.session_key
+        order by coalesce(c.session_key = t.parent_session_id, false) desc,
+            coalesce(c.session_key = p.reported_parent, false) desc, c.session_key
+    ) = 1
+),
+
 spawned_edges as (
     select
         p.session_key,
         'spawned_by' as relation,
-        coalesce(c.session_key, p.reported_parent) as parent_session_key,
+        coalesce(
+            c.call_session_key,
+            case when p.has_thread_call then nullif(t.parent_session_id, p.session_key) end,
+            p.reported_parent
+        ) as parent_session_key,
         p.call_id,
         c.call_record_id,
         s.stream_kind as scope,
@@ -73,7 +95,7 @@ spawned_edges as (
             -- an Entire tasks/<tool use id>/ folder: the tree structure names the call
             when p.has_structure then 'native_structure'
             when p.has_entry_evidence then 'native_field'
-            when p.has_thread_call and c.session_key = t.parent_session_id then 'native_field'
+            when p.has_thread_call and c.call_session_key = t.parent_session_id then 'native_field'
             when p.has_thread_call then 'native_field_partial'
             when p.has_one_entry_field then 'native_field_partial'
             when p.has_progress then 'progress_field'
@@ -84,7 +106,7 @@ spawned_edges as (
     from spawned as p
     join streams as s using (session_key)
     left join parents as t using (session_key)
-    left join calls as c using (call_id)
+    left join spawning_calls as c using (session_key)
 ),
 
 fork_edges as (
@@ -102,7 +124,7 @@ fork_edges as (
         case when e.relation = 'continues' then 'other' end as reason,
     from evidence as e
     join streams as s on s.session_key = e.child_session_key
-    where e.relation in ('forked_from', 'inherits', 'continues')
+    where e.relation in ('forked_from', 'inherits', 'continues') and e.parent_session_key <> e.child_session_key
     group by e.child_session_key, e.relation
 ),
 

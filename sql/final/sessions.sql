@@ -1,6 +1,13 @@
--- sessions: one row per stream, with its parent stream resolved across batches.
--- reads: background_tasks, lineage, session_streams
-with all_streams as (
+-- sessions: one row per stream, with its parent stream resolved across batches and the root of its tree.
+-- reads: background_tasks, first_prompts, lineage, session_streams
+-- parent_session_key: a subagent's or sidechain's parent is the stream that spawned it (lineage
+-- spawned_by), else the session its own transcript names (parent_session_id), whether or not that
+-- stream is in the output; a main session has none (a fork, a resumed or continued session is a main
+-- session of its own: lineage says what it came from). No stream is its own parent.
+-- root_session_key: parent_session_key followed up to a stream without a parent, or to a parent
+-- that is not in the output (docs/asr-tables.md, "Roots"); a chain that comes back to a stream it
+-- passed stops before it.
+with recursive all_streams as (
     select * from session_streams
 ),
 
@@ -59,8 +66,36 @@ async_agents as (
     where task_kind = 'subagent' and is_async and agent_id is not null
 ),
 
-main_keys as (
-    select session_key from streams where stream_kind = 'main'
+parents as (
+    select
+        s.session_key,
+        nullif(
+            coalesce(sp.parent_session_key, case when s.stream_kind <> 'main' then s.parent_session_id end),
+            s.session_key
+        ) as parent_session_key,
+    from streams as s
+    left join spawned as sp using (session_key)
+),
+
+-- each stream with every ancestor, the path walked to it (itself first)
+ancestors (session_key, ancestor_key, path) as (
+    select session_key, session_key, [session_key] from parents
+    union all
+    select a.session_key, p.parent_session_key, list_append(a.path, p.parent_session_key)
+    from ancestors as a
+    join parents as p on p.session_key = a.ancestor_key
+    where p.parent_session_key is not null and not list_contains(a.path, p.parent_session_key)
+),
+
+roots as (
+    select session_key, arg_max(ancestor_key, len(path)) as root_session_key from ancestors group by session_key
+),
+
+-- a stream whose rows span several batches (re-run as deltas) has its first prompt in the earliest
+prompts as (
+    select session_key, text as first_prompt, record_id as first_prompt_record_id
+    from first_prompts
+    qualify row_number() over (partition by session_key order by seq, record_id) = 1
 ),
 
 final as (
@@ -68,7 +103,8 @@ final as (
         s.session_key,
         s.session_id,
         s.stream_kind,
-        coalesce(sp.parent_session_key, m.session_key) as parent_session_key,
+        pa.parent_session_key,
+        r.root_session_key,
         s.parent_session_id,
         s.agent_id,
         s.agent,
@@ -83,6 +119,8 @@ final as (
         s.versions,
         s.title,
         s.title_source,
+        fp.first_prompt,
+        fp.first_prompt_record_id,
         s.agent_type,
         case when s.stream_kind = 'subagent' then aa.agent_id is not null end as is_async,
         s.description,
@@ -101,10 +139,10 @@ final as (
         s.sidecar,
         s.meta,
     from streams as s
-    left join spawned as sp using (session_key)
-    left join main_keys as m on s.stream_kind <> 'main' and m.session_key = s.parent_session_id
-    left join async_agents as aa
-        on aa.agent_id = s.agent_id and aa.parent_key = coalesce(sp.parent_session_key, m.session_key)
+    join parents as pa using (session_key)
+    join roots as r using (session_key)
+    left join prompts as fp using (session_key)
+    left join async_agents as aa on aa.agent_id = s.agent_id and aa.parent_key = pa.parent_session_key
 )
 
 select * from final

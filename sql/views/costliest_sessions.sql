@@ -1,4 +1,4 @@
--- costliest_sessions: one row per main session among the 25 costliest (subagents included),
+-- costliest_sessions: one row per root session among the 25 costliest (subagents included),
 -- ranked by cost_usd; ties keep the session key order.
 -- reads: usage_by_session
 -- cost_usd adds priced inferences only: a session with unpriced_models may cost more.
@@ -20,6 +20,7 @@ final as (
         root_session_key,
         project,
         title,
+        first_prompt,
         models,
         inferences,
         total_tokens,

@@ -20,7 +20,11 @@
 -- not reported lower the bound only where the price charges them (a write price other than 0),
 -- or where there is no price: Anthropic bills 5m and 1h writes; OpenAI bills writes only for its
 -- GPT-5.6 and later families, and Codex reports cache writes only for those.
--- project: the working directory of the stream's main session (root_session_key), else its own.
+-- root_session_key: the stream at the top of the inference's stream's tree (sessions.root_session_key:
+-- its lineage followed up; a Codex subagent thread rolls up to the thread that spawned it), the
+-- stream itself when it has no sessions row. is_subagent: the stream is not its tree's root (a
+-- subagent, sidechain or spawned thread with a known parent).
+-- project: the working directory of the stream's root session, else its own.
 -- agent: sessions.agent of the inference's stream (claude-code, codex); null when the stream has no
 -- sessions row.
 with inferences as (
@@ -32,7 +36,7 @@ responses as (
 ),
 
 streams as (
-    select session_key, agent, stream_kind, cwd from sessions
+    select session_key, root_session_key, agent, stream_kind, cwd from sessions
 ),
 
 prices as (
@@ -43,9 +47,9 @@ located as (
     select
         i.inference_id,
         i.session_key,
-        split_part(i.session_key, '/', 1) as root_session_key,
+        coalesce(s.root_session_key, i.session_key) as root_session_key,
         s.stream_kind,
-        s.stream_kind is distinct from 'main' as is_subagent,
+        coalesce(s.root_session_key <> i.session_key, false) as is_subagent,
         coalesce(root.cwd, s.cwd) as project,
         s.agent,
         i.model,
@@ -63,7 +67,7 @@ located as (
     from inferences as i
     left join responses as r using (record_id)
     left join streams as s on s.session_key = i.session_key
-    left join streams as root on root.session_key = split_part(i.session_key, '/', 1)
+    left join streams as root on root.session_key = s.root_session_key
 ),
 
 price_days as (

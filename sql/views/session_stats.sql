@@ -47,7 +47,7 @@ final as (
     select
         s.session_key,
         s.stream_kind,
-        split_part(s.session_key, '/', 1) as root_session_key,
+        s.root_session_key,
         s.title,
         s.cwd,
         s.started_at,

@@ -1,5 +1,6 @@
--- subagent_share: one row per main session (root_session_key) with inferences: how much of its
--- tokens and cost its subagents and sidechains spent.
+-- subagent_share: one row per root session (root_session_key) with inferences: how much of its
+-- tokens and cost its subagents, sidechains and spawned threads spent (is_subagent: every stream of
+-- its tree but itself).
 -- reads: inference_costs
 -- Shares are null when the total is 0 or null; cost shares count priced inferences only.
 with costs as (

@@ -1,4 +1,5 @@
--- usage_by_project: one row per project (working directory of the main session): tokens and cost.
+-- usage_by_project: one row per project (working directory of the root session): tokens and cost;
+-- sessions counts the root sessions.
 -- reads: inference_costs
 -- cost_usd adds the priced inferences only: unpriced_inferences counts the others and
 -- unpriced_models names their models. is_lower_bound: some output counts are placeholders.

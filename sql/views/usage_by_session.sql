@@ -1,14 +1,15 @@
--- usage_by_session: one row per main session (root_session_key), its subagents and sidechains
--- included: tokens, cost, models and time span.
+-- usage_by_session: one row per root session (root_session_key), its subagents, sidechains and
+-- spawned threads included: tokens, cost, models and time span. A fork is a root of its own.
 -- reads: inference_costs, sessions
+-- title and first_prompt: the root session's (sessions), to tell the sessions apart.
 -- cost_usd adds the priced inferences only (unpriced_inferences, unpriced_models say what is
 -- missing). is_lower_bound: some output counts are placeholders.
 with costs as (
     select * from inference_costs
 ),
 
-mains as (
-    select session_key as root_session_key, title from sessions
+roots as (
+    select session_key as root_session_key, title, first_prompt from sessions
 ),
 
 totals as (
@@ -38,7 +39,8 @@ final as (
     select
         t.root_session_key,
         t.project,
-        m.title,
+        r.title,
+        r.first_prompt,
         t.models,
         t.streams,
         t.inferences,
@@ -55,7 +57,7 @@ final as (
         t.first_response_at,
         t.last_response_at,
     from totals as t
-    left join mains as m using (root_session_key)
+    left join roots as r using (root_session_key)
 )
 
 select * from final

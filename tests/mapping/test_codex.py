@@ -4,6 +4,7 @@ lines itself with json.loads (the Codex rollout reference, codex-format.md)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -162,6 +163,20 @@ def test_the_prompt_record_holds_the_typed_text(tables):
     assert json.loads(copy["native"])["payload"]["message"] == prompt
 
 
+def test_the_first_prompt_is_the_typed_text_the_first_user_message_repeats(tables):
+    # Codex writes the typed prompt as a user message item, then its user_message event (§6): the
+    # session's first prompt is that item's text, never the injected context before it
+    for path in REAL:
+        objs = load(path)
+        event = next(i for i, o in enumerate(objs) if o["type"] == "event_msg" and o["payload"]["type"] == "user_message")
+        item = next(i for i in range(event - 1, -1, -1)
+                    if objs[i]["type"] == "response_item" and objs[i]["payload"].get("role") == "user")
+        text = " ".join(b["text"][:1000] for b in objs[item]["payload"]["content"] if b["type"] == "input_text")
+        s = one(tables["sessions"], session_key=session_id(path))
+        assert s["first_prompt"] == re.sub(r"[ \t\n\v\f\r]+", " ", text).strip()[:200], path.name
+        assert s["first_prompt_record_id"] == f"{session_id(path)}:line:{item + 1}"
+
+
 def test_reasoning_summaries_are_parts_and_encrypted_content_a_loss(tables):
     objs = load(OLD)
     reasoning = [o["payload"] for o in objs if (o.get("payload") or {}).get("type") == "reasoning"]
@@ -253,7 +268,9 @@ def test_a_forks_replayed_usage_is_counted_once_for_the_parent(tmp_path):
     parent = load(TINY)
     pid = parent[0]["payload"]["id"]
     cid = "019c8a00-0000-7000-8000-000000000001"  # sorts before the parent: attribution is not by key order
-    own_meta = {**parent[0], "payload": {**parent[0]["payload"], "id": cid, "forked_from_id": pid}}
+    created = "2026-02-23T13:30:00.000Z"  # after every turn it copies: the copy runs to its last line
+    own_meta = {**parent[0], "timestamp": created,
+                "payload": {**parent[0]["payload"], "id": cid, "timestamp": created, "forked_from_id": pid}}
     last_total = [o for o in parent if o["payload"].get("type") == "token_count" and o["payload"]["info"]][-1]
     total = last_total["payload"]["info"]["total_token_usage"]
     new_last = {"input_tokens": 40000, "cached_input_tokens": 30000, "output_tokens": 500,

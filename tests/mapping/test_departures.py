@@ -141,6 +141,9 @@ def test_launch_prompt_and_native_lineage_need_the_sidecar_and_the_result_naming
     assert edge("aaaa0001") == ("toolu_01Both", "native_field", "sidecar.toolUseId,tool_result.agentId", SID)
     assert rows(t["losses"], session_key=f"{SID}/aaaa0001", category="lineage") == []
     assert first_prompt("aaaa0002") == (None, None)
+    # either way the launch prompt names the subagent stream (its first prompt)
+    assert [rows(t["sessions"], session_key=f"{SID}/{agent}")[0]["first_prompt"] for agent in ("aaaa0001", "aaaa0002")] \
+        == ["survey tests", "survey ci"]
     assert edge("aaaa0002")[1] == "native_field_partial"
     assert "native_field_partial" in rows(t["losses"], session_key=f"{SID}/aaaa0002", category="lineage")[0]["detail"]
 

@@ -786,6 +786,13 @@ def test_fork_is_forked_from_its_parent_session(authored):
     session = one(authored["sessions"], session_key=FORK)
     assert session["forked_from_session_id"] == FORK_PARENT
     assert (session["title"], session["title_source"]) == ("release checklist (fork)", "user")
+    # a fork is a main session of its own: its root is itself, its first prompt the first it did not copy
+    assert (session["parent_session_key"], session["root_session_key"]) == (None, FORK)
+    path = REGISTRY / "lineage" / "-home-user-deploy" / f"{FORK}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    own = next(o for o in lines if o.get("type") == "user" and "forkedFrom" not in o)
+    assert (session["first_prompt"], session["first_prompt_record_id"]) == (
+        own["message"]["content"], f"{FORK}:{own['uuid']}")
 
 
 def test_fork_context_ref_means_a_referenced_prefix(authored):
@@ -797,9 +804,10 @@ def test_fork_context_ref_means_a_referenced_prefix(authored):
     assert (edge["parent_session_key"], edge["evidence"], edge["evidence_detail"]) == (
         TREE, "native_field", "fork-context-ref",
     )
-    # the forked subagent is still spawned by its call
+    # the forked subagent is still spawned by its call, and rolls up to the session that spawned it
     spawned = one(authored["lineage"], session_key=FORK_AGENT, relation="spawned_by")
     assert spawned["call_id"] == "toolu_01LineageForkAgent0001"
+    assert one(authored["sessions"], session_key=FORK_AGENT)["root_session_key"] == TREE
 
 
 def test_continued_in_names_the_successor(authored):

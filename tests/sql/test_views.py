@@ -42,7 +42,7 @@ from batch.output.catalog import view_files, write_catalog
 from batch.output.prices import read_prices
 from batch.schema import TABLES
 import batch
-from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, write_jsonl
+from conftest import CORPUS, ROOT, SID, TEXT, assistant, read_tables, uid, user, walk_roots, write_jsonl
 
 S1, A1, S2, B9 = "S1", "S1/agentA", "S2", "S9/agentB"
 CC, CODEX = "claude-code", "codex"
@@ -104,13 +104,15 @@ def compaction(n, session, kind, trigger=None, pre=None):
 
 TABLE_ROWS = {
     "sessions": [
-        dict(session_key=S1, agent=CC, stream_kind="main", cwd="/p/alpha", title="Alpha", started_at=ts(1, 10, 0),
-             ended_at=ts(1, 10, 30), record_count=10),
-        dict(session_key=A1, agent=CC, stream_kind="subagent", parent_session_key=S1, cwd="/p/alpha/wt",
-             started_at=ts(1, 10, 5), ended_at=ts(1, 10, 10), record_count=4),
-        dict(session_key=S2, agent=CODEX, stream_kind="main", cwd="/p/beta", started_at=ts(2, 9, 0),
-             ended_at=ts(2, 9, 6), record_count=3),
-        dict(session_key=B9, agent=CC, stream_kind="subagent", cwd="/p/gamma", record_count=2),
+        dict(session_key=S1, agent=CC, stream_kind="main", root_session_key=S1, cwd="/p/alpha", title="Alpha",
+             started_at=ts(1, 10, 0), ended_at=ts(1, 10, 30), record_count=10),
+        dict(session_key=A1, agent=CC, stream_kind="subagent", parent_session_key=S1, root_session_key=S1,
+             cwd="/p/alpha/wt", started_at=ts(1, 10, 5), ended_at=ts(1, 10, 10), record_count=4),
+        dict(session_key=S2, agent=CODEX, stream_kind="main", root_session_key=S2, cwd="/p/beta",
+             started_at=ts(2, 9, 0), ended_at=ts(2, 9, 6), record_count=3),
+        # its parent S9 is not in the output: still its root
+        dict(session_key=B9, agent=CC, stream_kind="subagent", parent_session_key="S9", root_session_key="S9",
+             cwd="/p/gamma", record_count=2),
     ],
     "inferences": [i["inference"] for i in INFERENCES],
     "records": [i["record"] for i in INFERENCES] + [
@@ -463,8 +465,21 @@ def same(got: pl.DataFrame, want: pl.DataFrame) -> None:
                        abs_tol=1e-12)
 
 
-def roots(column: str = "session_key") -> pl.Expr:
-    return pl.col(column).str.split("/").list.first()
+def roots(sessions: pl.DataFrame) -> pl.DataFrame:
+    """Each stream's root: its parent_session_key followed up (through a parent not in the output)."""
+    walked = walk_roots(dict(sessions.select("session_key", "parent_session_key").iter_rows()))
+    return pl.DataFrame({"session_key": list(walked), "root_session_key": list(walked.values())},
+                        schema={"session_key": pl.String, "root_session_key": pl.String})
+
+
+def test_claude_code_subagents_root_at_their_main_session(corpus_tables):
+    # the corpus is Claude Code's: a subagent's or sidechain's key is <main session>/<agent>, its root the main
+    # session (in the output or not)
+    walked = roots(corpus_tables["sessions"]).join(corpus_tables["sessions"], on="session_key")
+    assert walked.height == corpus_tables["sessions"].height
+    assert (walked["root_session_key"] == walked["session_key"].str.split("/").list.first()).all()
+    assert (walked["root_session_key"] == walked["root_session_key_right"]).all()
+    assert walked.filter(pl.col("stream_kind") != "main").height > 0
 
 
 @pytest.fixture(scope="module")
@@ -482,11 +497,12 @@ def corpus_costs(corpus_tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     located = (
         t["inferences"]
         .join(t["records"].select("record_id", responded_at="timestamp"), on="record_id", how="left", validate="m:1")
-        .with_columns(root_session_key=roots())
+        .join(roots(t["sessions"]), on="session_key", how="left")
+        .with_columns(root_session_key=pl.coalesce("root_session_key", "session_key"))
         .join(streams, on="session_key", how="left")
         .join(streams.select(root_session_key="session_key", root_cwd="cwd"), on="root_session_key", how="left")
         .with_columns(
-            is_subagent=pl.col("stream_kind").ne_missing("main"),
+            is_subagent=pl.col("root_session_key") != pl.col("session_key"),
             project=pl.coalesce("root_cwd", "cwd"),
             day=pl.col("responded_at").dt.convert_time_zone("UTC").dt.date(),
             # input is uncached + cache reads + cache writes (docs, Usage): summed here, not read
@@ -573,7 +589,7 @@ def _usage_by_project(t, costs):
 
 @expects("usage_by_session")
 def _usage_by_session(t, costs):
-    titles = t["sessions"].select(root_session_key="session_key", title="title")
+    titles = t["sessions"].select(root_session_key="session_key", title="title", first_prompt="first_prompt")
     return (
         costs.group_by("root_session_key")
         .agg(
@@ -797,7 +813,7 @@ def _session_stats(t, costs):
     }
     frame = t["sessions"].select("session_key", "stream_kind", "title", "cwd", "started_at", "ended_at").join(
         records, on="session_key", how="left"
-    ).with_columns(root_session_key=roots(), records=pl.col("records").fill_null(0))
+    ).join(roots(t["sessions"]), on="session_key").with_columns(records=pl.col("records").fill_null(0))
     for column, counts in per_stream.items():
         frame = frame.join(counts, on="session_key", how="left").with_columns(pl.col(column).fill_null(0))
     return frame.sort("started_at", "session_key", nulls_last=True)

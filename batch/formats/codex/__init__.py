@@ -9,8 +9,9 @@ The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Code
 3. `tables.py` builds records, parts, source_lines, rejects, tool_calls (with the exit code and run
    time of a command, §5-§6), session_events (turn starts and ends as the state running and idle)
    and the work tables the final stage reads: session_streams, inference_candidates (one response
-   per distinct pair of cumulative and last usage, §9.6), lineage_evidence (forked_from_id) and
-   source_losses (encrypted reasoning, shell exit codes not read).
+   per distinct pair of cumulative and last usage, §9.6), lineage_evidence (forked_from_id),
+   source_losses (encrypted reasoning, shell exit codes not read) and first_prompts (by
+   sql/batch/first_prompts.sql, as for Claude Code).
 """
 
 from batch.formats.codex.converter import FORMAT, convert

@@ -51,10 +51,11 @@ def convert(
         )
     )
     records = tables.records(every)
+    parts = tables.parts(every, blocks)
     calls = tables.calls(every)
     out = {
         "records": records,
-        "parts": tables.parts(every, blocks),
+        "parts": parts,
         "compactions": tables.compactions(records, every),
         "source_lines": tables.source_lines(every),
         "rejects": tables.rejects(every),
@@ -64,10 +65,22 @@ def convert(
         "session_streams": tables.session_streams(every, streams),
         "lineage_evidence": tables.lineage_evidence(every),
         "source_losses": tables.source_losses(every, calls),
+        "first_prompts": _first_prompts(con, records, parts),
     }
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None
     ])
+
+
+def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
+    """Each stream's first prompt, by the statement the Claude Code converter runs (sql/batch/first_prompts.sql)."""
+    sql.register(con, "records_full", records)
+    sql.register(con, "batch_parts", parts)
+    try:
+        return sql.frame(con, "first_prompts")
+    finally:
+        con.unregister("records_full")
+        con.unregister("batch_parts")
 
 
 def _blocks(decoded: pl.DataFrame) -> pl.DataFrame:

@@ -48,6 +48,8 @@ def records(every: pl.DataFrame) -> pl.DataFrame:
         model=pl.when((pl.col("author") == "model") | (pl.col("kind") == TOKEN_COUNT_KIND)).then("model"),
         observation_count=(1 + pl.col("copies").fill_null(0)).cast(pl.Int64),
         record_source=pl.lit("transcript"), cwd="cwd_now", version="version", native="text",
+        # a line of a fork's copy of its parent's history (codex_lines.sql: thread)
+        copied_from_session_id=pl.when(pl.col("thread") != pl.col("own_thread")).then("thread"),
     )
     return shaped(frame, RECORDS.schema)
 
