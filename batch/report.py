@@ -48,7 +48,8 @@ def report(
     if since and until and since > until:
         raise BatchError(f"--since {since} is after --until {until}: no day is in between.")
     rel = sql.relation(con, "report", {"period": period, "since": since, "until": until})
-    columns = [c for c in rel.columns if period in ("session", "project") or c not in ("first_day", "last_day")]
+    dropped = {"session": (), "project": ("name", "project")}.get(period, ("name", "project", "first_day", "last_day"))
+    columns = [c for c in rel.columns if c not in dropped]
     rows = rel.select(*columns).fetchall()
     return Result([_KEYS[period], *columns[1:]], iter(rows), 1, 1, "report")
 

@@ -12,8 +12,10 @@
 -- IDE's and hooks' context (<ide_...>, <system-reminder>) and untagged task notifications, joined
 -- with a space; every run of whitespace one space, trimmed, cut at 200 characters (the first 1,000
 -- characters of each part are read). A prompt with no such text (an image alone) is skipped.
+-- A stream whose person typed only slash commands (origin command: `/init`, `/review 12`) is named
+-- by its first command as typed: the command's name and its arguments.
 with candidates as (
-    select record_id, session_key, seq
+    select record_id, session_key, seq, coalesce(origin = 'command', false) as is_command
     from records_full
     where kind = 'message'
         and not coalesce(is_meta, false)
@@ -22,11 +24,25 @@ with candidates as (
             author = 'human'
             or (author = 'agent' and origin = 'prompt')
             or (author is null and origin is null and native_type = 'user')
+            or (author is null and origin = 'command')
         )
 ),
 
 texts as (
-    select c.session_key, c.seq, c.record_id, left(p.text, 1000) as text, p.part_index
+    select
+        c.session_key,
+        c.seq,
+        c.record_id,
+        c.is_command,
+        case
+            when c.is_command then concat_ws(
+                ' ',
+                regexp_extract(left(p.text, 1000), '<command-name>(.*?)</command-name>', 1),
+                regexp_extract(left(p.text, 1000), '<command-args>(.*?)</command-args>', 1)
+            )
+            else left(p.text, 1000)
+        end as text,
+        p.part_index,
     from candidates as c
     join batch_parts as p using (record_id)
     where p.part_type = 'text'
@@ -40,16 +56,17 @@ prompts as (
         session_key,
         seq,
         record_id,
+        is_command,
         trim(regexp_replace(string_agg(text, ' ' order by part_index), '[ \t\n\v\f\r]+', ' ', 'g')) as text,
     from texts
-    group by session_key, seq, record_id
+    group by session_key, seq, record_id, is_command
 ),
 
 final as (
     select session_key, record_id, seq, left(text, 200) as text,
     from prompts
     where text <> ''
-    qualify row_number() over (partition by session_key order by seq, record_id) = 1
+    qualify row_number() over (partition by session_key order by is_command, seq, record_id) = 1
 )
 
 select * from final

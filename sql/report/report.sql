@@ -1,9 +1,11 @@
 -- report: one row per period of `asr-batch report` ($period: daily, the local day of the response;
 -- monthly, its local month; session, the main session its stream belongs to; project, the main
 -- session's working directory): tokens, cost and whether the cost is a lower bound.
--- reads: inference_costs
+-- reads: inference_costs, sessions
 -- Local days are those of the time zone in the variable asr_timezone (batch/report.py sets it; UTC
 -- when it is not set).
+-- name (session): the root session's title, else its first prompt; project (session): its
+-- working directory.
 -- cost_usd: of the priced responses, rounded to millionths of a dollar.
 -- $since and $until (local dates, inclusive, null for no bound) select the responses counted.
 -- A response without a timestamp has no day: it counts in no period of a daily or monthly report
@@ -26,6 +28,10 @@ chosen as (
         and (local_day is not null or $period in ('session', 'project'))
 ),
 
+names as (
+    select session_key as root_session_key, coalesce(title, first_prompt) as session_name from sessions
+),
+
 keyed as (
     select
         case $period
@@ -34,13 +40,17 @@ keyed as (
             when 'session' then root_session_key
             else project
         end as period,
-        *,
-    from chosen
+        c.*,
+        n.session_name,
+    from chosen as c
+    left join names as n using (root_session_key)
 ),
 
 final as (
     select
         period,
+        any_value(session_name) as name,
+        any_value(project) as project,
         list_sort(list(distinct model)) as models,
         count(*) as inferences,
         cast(sum(input_uncached_tokens) as bigint) as input_tokens,

@@ -34,8 +34,25 @@ def prompt_text(obj: dict) -> str | None:
     return text[:200] or None
 
 
+def command_text(obj: dict) -> str | None:
+    """A slash command as the person typed it (`/name args`), or None when the line is no command."""
+    if obj.get("type") != "user" or obj.get("isMeta"):
+        return None
+    content = obj["message"]["content"]
+    text = content if isinstance(content, str) else next(
+        (b.get("text") or "" for b in content if b.get("type") == "text"), "")
+    name = re.search(r"<command-name>(.*?)</command-name>", text[:1000])
+    if name is None:
+        return None
+    args = re.search(r"<command-args>(.*?)</command-args>", text[:1000])
+    typed = " ".join(t for t in (name.group(1), args.group(1) if args else "") if t)
+    return re.sub(r"[ \t\n\v\f\r]+", " ", typed).strip()[:200] or None
+
+
 def expected_first_prompt(stream: dict) -> tuple[str | None, str | None]:
-    """The first prompt of a main or subagent stream and the uuid of its line, read from its files."""
+    """The first prompt of a main or subagent stream and the uuid of its line, read from its files;
+    its first slash command when it holds no prompt."""
+    command = None
     for name in stream["source_files"]:
         for raw in (CORPUS.parent / name).read_text(encoding="utf-8").splitlines():
             obj = json.loads(raw) if raw.strip() else {}
@@ -46,7 +63,9 @@ def expected_first_prompt(stream: dict) -> tuple[str | None, str | None]:
             text = prompt_text(obj)
             if text is not None:
                 return text, obj["uuid"]
-    return None, None
+            if command is None and (typed := command_text(obj)) is not None:
+                command = typed, obj["uuid"]
+    return command or (None, None)
 
 
 def test_every_streams_first_prompt_is_the_first_a_person_wrote(corpus_tables: Mapping[str, pl.DataFrame]):
