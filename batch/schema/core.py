@@ -50,8 +50,8 @@ SESSIONS = Table(
         _c("title_source", STR, "user (custom-title), model (ai-title) or summary"),
         _c("first_prompt", STR, "the first prompt of the stream, whitespace collapsed, cut at 200 characters: for a main "
            "session the first message a person wrote in it (a fork's own, not its copy of its parent's); for a subagent, "
-           "sidechain or spawned thread the instruction it was launched with, written by its parent agent; null without "
-           "one (docs/asr-tables.md, \"First prompts\")"),
+           "sidechain or spawned thread the instruction it was launched with, written by its parent agent; for a session "
+           "of slash commands only, its first command as typed; null without one (docs/asr-tables.md, \"First prompts\")"),
         _c("first_prompt_record_id", STR, "the record first_prompt is read from"),
         _c("agent_type", STR, "subagent type from the sidecar .meta.json (agentType)"),
         _c("description", STR, "subagent description from the sidecar .meta.json"),
