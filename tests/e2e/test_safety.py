@@ -220,7 +220,7 @@ def _cli(
     )
 
 
-@pytest.mark.parametrize("step", ["batch", "batches", "swap", "swapped"])
+@pytest.mark.parametrize("step", ["batch", "batches", "final", "swap", "swapped"])
 def test_a_kill_at_any_step_leaves_the_old_or_the_new_output_complete(src, out, step):
     write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
     batch.convert([src], out)

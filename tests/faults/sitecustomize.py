@@ -3,7 +3,8 @@ this folder on PYTHONPATH and ASR_BATCH_FAULT set (`conftest.fault_env`) kills i
 the step named, or stalls there, to prove what an interruption leaves (tests/e2e/test_safety.py).
 Dask's worker processes inherit the environment, so a fault in a task reaches them too.
 
-Steps: `batch` (a task starts converting its batch), `batches` (every task is done), `swap` (the new
+Steps: `batch` (a task starts converting its batch), `batches` (every task is done), `final` (the
+final stage has written one table by DuckDB's COPY, and goes on to the next), `swap` (the new
 output is complete, not yet swapped in), `swapped` (swapped in, the run not finished), `swap-aside`
 (the previous output renamed aside, where the folders are not exchanged at once).
 `once:<step>`: only the first process to reach the step (it creates the file ASR_BATCH_FAULT_ONCE
@@ -70,6 +71,7 @@ def install() -> None:
 
     before(task, "convert_batch", "batch", stop_arg=6)
     after(schedule, "run", "batches")
+    after(folder.Output, "copy", "final")
     before(folder, "_swap", "swap")
     before(folder, "_rename_new", "swap")
     after(folder, "_swap", "swapped")
