@@ -70,12 +70,11 @@ def run(
                 collect(wait(running).done)
                 running = set()
         collect(wait(running).done)
-        lost = [units for units, _ in failed if len({u.owner for u in units}) == 1]
-        again = [units for units, _ in failed if len({u.owner for u in units}) > 1]
+        # the tasks that ran out of memory, again: their session groups alone, then with long lines rejected
+        alone, lost = retries([units for units, _ in failed])
         failed.clear()
-        for units in again:
-            for owner in sorted({u.owner for u in units}):
-                collect(wait({submit([u for u in units if u.owner == owner], True)}).done)
+        for units in alone:
+            collect(wait({submit(units, True)}).done)
         lost += [units for units, _ in failed]
         failed.clear()
         for units in lost:
@@ -87,6 +86,18 @@ def run(
         raise
     pool.close()
     return list(failed)
+
+
+def retries(failed: list[list[Unit]]) -> tuple[list[list[Unit]], list[list[Unit]]]:
+    """What to run again, each task alone, of the batches that ran out of memory: each session group of
+    a batch of several on its own; and the batches of one group, which then run with their longest
+    lines rejected undecoded."""
+    alone = [
+        [u for u in units if u.owner == owner]
+        for units in failed if len({u.owner for u in units}) > 1
+        for owner in sorted({u.owner for u in units})
+    ]
+    return alone, [units for units in failed if len({u.owner for u in units}) == 1]
 
 
 def declare_too_large(
