@@ -6,7 +6,8 @@ Each archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) i
 process into a temporary folder; the final stage (`finalize.finalize`) is timed alone, in wall and
 CPU seconds, and its peak RSS is read after `/proc/self/clear_refs` reset the peak to the RSS before
 it (Linux). Prints one line per archive: its size, records and batches, the size of the `_work`
-tables the stage reads, the stage's times, the RSS before it and the peak during it.
+tables the stage reads, the stage's times, the RSS before it, the peak during it and the whole
+run's peak (the batches' or the stage's).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def measure(archive: Path) -> str:
 
     def timed(con, output, *args, **kw):
         seen["before"] = status("VmRSS")
+        seen["batches_peak"] = status("VmHWM")
         reset_peak()
         work = sum(f.stat().st_size for f in (output.tmp / "_work").rglob("*.parquet"))
         seen["batches"] = len(list((output.tmp / "records").glob("*.parquet")))
@@ -46,7 +48,8 @@ def measure(archive: Path) -> str:
     size = sum(f.stat().st_size for f in archive.rglob("*.jsonl")) / (1 << 20)
     return (f"{archive}: {size:,.0f} MiB, {result.tables['records']:,} records, {seen['batches']} batches, "
             f"_work {seen['work']:.1f} MiB; final stage {seen['wall']:.2f} s wall, {seen['cpu']:.2f} CPU-s, "
-            f"RSS {seen['before']} MiB before it, peak {seen['peak']} MiB during it")
+            f"RSS {seen['before']} MiB before it, peak {seen['peak']} MiB during it; the whole run's peak "
+            f"{max(seen['peak'], seen['batches_peak'])} MiB")
 
 
 if __name__ == "__main__":

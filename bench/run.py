@@ -406,6 +406,22 @@ def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> 
 UPGRADE_GONE_SHARE = 0.1  # of the session groups, whose files are removed before the upgrade (kept by REF)
 
 
+def final_stage(sizes: str) -> list[str]:
+    """The final stage alone at each archive size (MiB): bench/finalize.py's line for each, run in a
+    process of its own so that each peak is its own."""
+    lines = []
+    for size in (float(s) for s in sizes.split(",") if s.strip()):
+        archive = ROOT / "bench" / "archive" / f"{size:g}"
+        stamp = generate.stamp_path(archive)
+        if not (archive.is_dir() and stamp.is_file() and json.loads(stamp.read_text()).get("size_mb") == size):
+            generate.generate(size, archive, 0, invalid_lines=True, verbose=False)
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "finalize.py"), str(archive)],
+                              capture_output=True, text=True, check=True)
+        lines.append(done.stdout.strip())
+        print(f"final     {lines[-1]}")
+    return lines
+
+
 def folder_mib(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / (1 << 20)
 
@@ -745,6 +761,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--upgrade-from", metavar="REF",
                     help="also upgrade an output that commit REF wrote (a tenth of its sessions' files gone, so kept) "
                          "with the checkout, against the checkout's full convert: figures, rows and output sizes")
+    ap.add_argument("--final-stage-mb", default="", metavar="SIZES",
+                    help="also time the final stage alone, and its peak, in a default convert of an archive of each "
+                         "size in MiB (comma-separated; bench/finalize.py, each in its own process; archives are "
+                         "generated under bench/archive/ when missing and kept)")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
     if args.baseline:
@@ -870,6 +890,7 @@ def main(argv: list[str] | None = None) -> None:
             one = large_session(archive, out.parent / f"session-{args.session_mb:g}", args.session_mb, args)
 
         line = long_line(out.parent, args.long_line_mb) if args.long_line_mb else None
+        stages = final_stage(args.final_stage_mb) if args.final_stage_mb else None
 
         reruns = rerun(archive, out, args.batch_mb, args.workers, conv)
         for r in reruns:
@@ -903,6 +924,7 @@ def main(argv: list[str] | None = None) -> None:
             "agents": agents,
             "against_baseline": versus,
             "upgrade": upgraded,
+            "final_stage": stages,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],
