@@ -141,6 +141,8 @@ def _convert(
         known=known, known_events=known_events, previous=carried,
     )
     _check_apart(found_all.found.roots, out)
+    if carried is not None:
+        registry.refuse_uncarried(found_all, out)
     if not found_all.units:
         raise SourceError(registry.nothing_found_message(sources, found_all.found, found_all.imports))
     output = Output(out)

@@ -15,7 +15,8 @@ from polars.testing import assert_frame_equal
 import batch
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
-from conftest import assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless
+from batch.errors import OutputError
+from conftest import SID, assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless, uid, user, write_jsonl
 from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
@@ -217,3 +218,30 @@ def test_repository_and_files_of_one_session_share_a_group(repo, tmp_path):
     got, want = read_tables(out), read_tables(full)
     for t in TABLES:
         assert_frame_equal(sorted_rows(timeless(got[t.name])), sorted_rows(timeless(want[t.name])), check_row_order=True)
+
+
+def test_an_output_of_another_version_is_not_replaced_while_it_holds_entire_sessions_no_input_gives(repo, tmp_path):
+    """An output whose state another version wrote is read as a source, but it holds Entire sessions
+    without their blobs (they stay in the repository): a run that no longer gives the repository
+    refuses to replace it, naming the way out, and leaves it untouched; given again, it converts."""
+    out = tmp_path / "out"
+    sample = tmp_path / "projects" / "-p"
+    write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    batch.convert([repo, sample.parent], out)
+    state = json.loads((out / "_reuse.json").read_text())
+    state["tables"] = "0" * 16  # written by a version of other table columns
+    (out / "_reuse.json").write_text(json.dumps(state))
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold .* --entire REPO.* --prune"):
+        batch.convert([sample.parent], out)
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    # the repository given again: every session converted, none lost
+    result = batch.convert([repo, sample.parent], out)
+    assert set(read_tables(out)["sessions"].filter(pl.col("stream_kind") == "main")["session_key"]) >= GROUPS - {"f0f0f0f0f0f0/0"}
+    assert result.manifest["carried"]["not_carried"] == []
+    # --prune asks for them to be dropped
+    state = json.loads((out / "_reuse.json").read_text())
+    state["tables"] = "0" * 16
+    (out / "_reuse.json").write_text(json.dumps(state))
+    batch.convert([sample.parent], out, prune=True)
+    assert S1 not in set(read_tables(out)["sessions"]["session_key"])
