@@ -37,6 +37,8 @@ from genai_prices.types import ConditionalPrice, ModelInfo, StartDateConstraint,
 
 from batch.errors import BatchError
 
+# the installed genai-prices, whose data is read (named in each of its rows' `source`)
+SOURCE = f"genai-prices {version('genai-prices')}"
 # The vendor billing each agent's responses, by genai-prices' provider id.
 VENDORS = {"claude-code": "anthropic", "codex": "openai"}
 # The effective_date of a model's first price in genai-prices: it applies to every earlier day.
@@ -79,14 +81,13 @@ def model_prices(
     for model, agent in models:
         agents.setdefault(model, set()).add(agent)
     snapshot = DataSnapshot(providers=providers, from_auto_update=False)
-    source = f"genai-prices {version('genai-prices')}"  # the installed version, whose data is read
     rows = []
     for model in sorted(agents):
         # the vendors of its agents in turn; an agent of no known vendor: any vendor claiming the name
         vendors = sorted({VENDORS.get(a) for a in agents[model]}, key=lambda v: (v is None, v or ""))
         info = next((i for v in vendors if (i := _find(snapshot, model, v)) is not None), None)
         if info is not None:
-            rows += [{"model": model, **row, "source": source, "checked_on": checked_on} for row in _rows(info)]
+            rows += [{"model": model, **row, "source": SOURCE, "checked_on": checked_on} for row in _rows(info)]
     prices = pl.DataFrame(rows, schema=SCHEMA)
     for upper in overrides:
         prices = overlay(prices, upper)
