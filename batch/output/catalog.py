@@ -41,8 +41,10 @@ MANIFEST = "manifest.json"
 ROOT = "asr_root"
 PRICES = "model_prices"
 OUTPUT_PATH = "asr_output_path"
-# the time zone of the local days of the day views (usage_by_day, cache_hit_ratio): UTC when unset
+# the time zone of the local days of the day views (usage_by_day, cache_hit_ratio) and of asr-batch
+# report: UTC when unset; LOCAL_DAY(ts) is a timestamp's day there
 TIMEZONE = "asr_timezone"
+LOCAL_DAY = "asr_local_day"
 # The catalog is written in the oldest storage format that holds what it uses, so that every
 # DuckDB since 1.0 opens it, the 1.x command line included (decisions/016-catalog-storage.md).
 STORAGE_VERSION = "v1.0.0"
@@ -106,6 +108,9 @@ def views_markdown(name: str | None = None) -> str:
 def view_columns() -> dict[str, list[tuple[str, str]]]:
     """Each view's columns (name, DuckDB type), bound over empty tables of the output's schemas."""
     with duckdb.connect() as con:
+        for stmt in table_view_sql(Path("/")):
+            if "macro" in stmt:
+                con.execute(stmt)
         for t in TABLES:
             con.register(f"_{t.name}", pa.table({f.name: pa.array([], f.type) for f in t.schema}))
             con.execute(f"create view {t.name} as select * from _{t.name}")
@@ -125,9 +130,12 @@ def _quote(text: str) -> str:
 
 
 def table_view_sql(out: Path) -> list[str]:
-    """Return the statements exposing every table of the output folder `out` by name."""
+    """Return the statements exposing every table of the output folder `out` by name, and the
+    macros the views call."""
     return [
         f"create or replace macro {OUTPUT_PATH}() as {_quote(str(out))}",
+        f"create or replace macro {LOCAL_DAY}(ts) as "
+        f"cast(timezone(coalesce(getvariable('{TIMEZONE}'), 'UTC'), ts) as date)",
         *(
             f"create or replace view {t.name} as select * from read_parquet("
             f"coalesce(getvariable('{ROOT}'), {OUTPUT_PATH}()) || '/{t.name}/*.parquet')"

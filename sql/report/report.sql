@@ -17,7 +17,7 @@ with costs as (
 located as (
     select
         *,
-        cast(timezone(coalesce(getvariable('asr_timezone'), 'UTC'), responded_at) as date) as local_day,
+        asr_local_day(responded_at) as local_day,
     from costs
 ),
 

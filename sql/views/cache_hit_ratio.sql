@@ -10,7 +10,7 @@
 with costs as (
     select
         * exclude (day),
-        cast(timezone(coalesce(getvariable('asr_timezone'), 'UTC'), responded_at) as date) as day,
+        asr_local_day(responded_at) as day,
     from inference_costs
     where input_total_tokens is not null
 ),

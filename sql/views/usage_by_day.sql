@@ -13,7 +13,7 @@ with costs as (
 located as (
     select
         * exclude (day),
-        cast(timezone(coalesce(getvariable('asr_timezone'), 'UTC'), responded_at) as date) as day,
+        asr_local_day(responded_at) as day,
     from costs
 ),
 
