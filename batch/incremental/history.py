@@ -15,7 +15,6 @@ from batch import reuse
 from batch.incremental.state import Batch, State
 from batch.output.folder import Output
 from batch.sources.base import Stream, Unit
-from batch.sources.registry import Discovery
 
 
 def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
@@ -102,15 +101,17 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
 
 
 def replaced(
-    output: Output, state: State | None, found: Discovery, owners: set[str], current: dict[str, list | None]
+    output: Output, state: State | None, found: list[Stream], owners: set[str], current: dict[str, list | None]
 ) -> list[dict]:
     """The files of the previous output, among the groups `owners` converted again, whose earlier
     lines are not all in them any more: gone while their group is still there, shorter than
     before, or whose first bytes (as many as the previous run read) have another SHA-256 than the
-    one recorded. Each with the lines the previous output held of it (`source_lines`)."""
+    one recorded (a file rewritten in place, such as a Codex rollout `codex migrate-rollouts` made
+    paginated). Each with the lines the previous output held of it (`source_lines`). `found`: the
+    files discovery found, Claude Code transcripts and Codex rollouts."""
     if not state or not owners:
         return []
-    files = {f.name: f for f in found.files}
+    files = {f.name: f for f in found}
     recorded = {i["path"]: i.get("sha256") for b in state.batches for i in b.inputs}
     before = {o: fp for o, fp in state.owners().items() if o in owners}
     found_replaced = {}

@@ -143,7 +143,9 @@ def take_previous(
         growing = {owner: g for owner, g in growing.items() if owner not in whole}
     # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
     # group that is still there): named in the manifest with the lines the previous output held
-    replaced = history.replaced(output, p.state, found, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp)
+    replaced = history.replaced(
+        output, p.state, [*found.files, *found_all.rollouts], {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp,
+    )
     planned = replace(p.plan, units=[u for u in p.plan.units if u.owner not in growing])
     carved = []
     # the unchanged groups of a batch that also held changed ones: their rows are carved out of

@@ -10,7 +10,8 @@ from batch.schema.base import col as _c
 POSITION_DOC = (
     "position in the native transcript (ASR-014): `line:N` for physical line N, "
     "`line:N#k` for the k-th object recovered from a line holding several; `events:line:N` for line N "
-    "of an Entire lifecycle events file"
+    "of an Entire lifecycle events file; `rollout:<rollout id>:line:N` for line N of a Codex thread's later "
+    "rollout (thread/revert)"
 )
 
 SESSIONS = Table(
@@ -64,8 +65,9 @@ SESSIONS = Table(
         _c("active_leaf_uuid", STR, "active leaf: leafUuid of the latest last-prompt line"),
         _c("active_leaf_record_id", STR, "record holding the active leaf, when it is in this stream"),
         _c("forked_from_session_id", STR, "session the records were copied from (forkedFrom.sessionId); see lineage"),
-        _c("inherits_mode", STR, "referenced when a fork-context-ref line says the parent's prefix is referenced, not copied"),
-        _c("inherits_session_id", STR, "fork-context-ref parentSessionId"),
+        _c("inherits_mode", STR, "referenced when a fork-context-ref line (Claude Code) or a fork's session_meta "
+           "history_base (Codex) says the parent's prefix is referenced, not copied"),
+        _c("inherits_session_id", STR, "fork-context-ref parentSessionId; for Codex the parent thread (forked_from_id)"),
         _c("inherits_last_uuid", STR, "fork-context-ref parentLastUuid: the last inherited record"),
         _c("continued_in_session_id", STR, "continued-in continuedInSessionId: the session this one continues in"),
         _c("record_count", I64, "rows of this stream in records"),
@@ -97,7 +99,8 @@ RECORDS = Table(
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
            "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
            "turn_stats (Claude Code turn_duration, a Codex turn's end), subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
-           "event: audit only), com.openai.codex/token_count (a Codex token_count event), unknown"),
+           "event: audit only), com.openai.codex/token_count (a Codex token_count event), "
+           "com.openai.codex/token_usage_record (a Codex token_usage_record line: one response's usage), unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
         _c("source_file", STR, "input file path, as given or discovered"),
         _c("source_line", I64, "physical line number (1-based) of the record's first-seen position"),
@@ -115,16 +118,20 @@ RECORDS = Table(
         _c("from_address", STR, "peer message: the sender's address (origin.from)"),
         _c("from_name", STR, "peer message: the sender's name (origin.name)"),
         _c("prompt_source", STR, "native promptSource (typed, queued, system, sdk)"),
-        _c("status", STR, "withdrawn for a queued message pulled back by a queue-operation remove, else null"),
+        _c("status", STR, "withdrawn for a queued message pulled back by a queue-operation remove; reverted for a "
+           "record of a Codex rollout after the point a later rollout of its thread continues from (thread/revert: "
+           "a branch the current thread no longer holds); else null"),
         _c("parent_record_id", STR, "record holding the native parentUuid; null for roots and dangling parents"),
-        _c("logical_parent_record_id", STR, "record holding logicalParentUuid (compact boundaries)"),
+        _c("logical_parent_record_id", STR, "record holding logicalParentUuid (compact boundaries); for the first record "
+           "of a Codex thread's later rollout (thread/revert), the last record before the cut in the rollout it continues"),
         _c("turn_id", STR, "turn: the prompt's promptId, carried forward to the records that follow it"),
         _c("native_type", STR, "native `type` of the line"),
         _c("native_subtype", STR, "native subtype: system subtype, attachment type, progress data type, queue operation"),
         _c("uuid", STR, "native uuid (first line for a folded response)"),
         _c("parent_uuid", STR, "native parentUuid"),
         _c("message_id", STR, "native message.id (assistant responses)"),
-        _c("inference_id", STR, "inference this response belongs to (assistant message.id), null for synthetic error lines"),
+        _c("inference_id", STR, "inference this response belongs to (assistant message.id; for Codex the response_id "
+           "of a token_usage_record, or the ID derived from a token_count's usage pair), null for synthetic error lines"),
         _c("request_id", STR, "native requestId (HTTP request, not the inference ID)"),
         _c("model", STR, "message.model"),
         _c("is_sidechain", BOOL, "native isSidechain"),
@@ -212,8 +219,9 @@ INFERENCE_OBSERVATIONS = Table(
         _c("stop_reason", STR, "stop_reason of the latest observation; null when upstream never wrote it"),
         *_USAGE_COLS,
         _c("usage_source", STR, "where the usage was read: transcript (an assistant line of a transcript file), "
-           "agent_progress (a copy in the parent's progress line, the subagent file being absent), or token_count "
-           "(a Codex token_count event's last_token_usage)"),
+           "agent_progress (a copy in the parent's progress line, the subagent file being absent), token_usage_record "
+           "(a Codex token_usage_record line's usage) or token_count (a Codex token_count event's last_token_usage, in "
+           "a file or the part of a file without records)"),
         _c("usage_position", STR, "position of the line the usage was taken from"),
         _c("usage_source_file", STR, "file of that line"),
         _c("usage_source_line", I64, "physical line of that line"),
@@ -228,7 +236,8 @@ INFERENCES = Table(
     "one row per inference_id in the whole output",
     "One usage report per inference, selected across all streams (see the usage selection policy).",
     (
-        _c("inference_id", STR, "assistant message.id (the provider response ID)"),
+        _c("inference_id", STR, "assistant message.id (the provider response ID); for Codex the response_id of its "
+           "token_usage_record, else an ID derived from its token_count usage pair (`codex:usage:...`)"),
         _c("session_key", STR, "stream of the selected observation"),
         _c("record_id", STR, "response record of the selected observation"),
         _c("model", STR, "message.model"),
@@ -238,7 +247,8 @@ INFERENCES = Table(
            "to this inference, when the transcript has one", json=True),
         _c("usage_complete", BOOL, "false when the selected observation has no stop reason: upstream wrote "
            "streaming placeholders, so output_total_tokens is a lower bound"),
-        _c("usage_source", STR, "where the usage was read: transcript, agent_progress or token_count (see inference_observations)"),
+        _c("usage_source", STR, "where the usage was read: transcript, agent_progress, token_usage_record or token_count "
+           "(see inference_observations)"),
         _c("usage_position", STR, "position the usage came from"),
         _c("usage_source_file", STR, "file the usage came from"),
         _c("usage_source_line", I64, "line the usage came from"),
@@ -301,8 +311,8 @@ LINEAGE = Table(
     (
         _c("session_key", STR, "child stream"),
         _c("relation", STR, "spawned_by (launched by the parent's tool call), forked_from (records copied by a "
-           "fork or branch), inherits (a fork that references the parent's prefix) or continues (an Entire "
-           "lifecycle event's previous_session_id)"),
+           "fork or branch; a Codex thread's forked_from_id), inherits (a fork that references the parent's prefix: "
+           "fork-context-ref, a Codex history_base) or continues (an Entire lifecycle event's previous_session_id)"),
         _c("parent_session_key", STR, "stream holding the spawning tool call; for forks the other session's ID"),
         _c("call_id", STR, "tool_use.id of the spawning call"),
         _c("call_record_id", STR, "record holding the spawning tool call"),
@@ -317,9 +327,13 @@ LINEAGE = Table(
            "lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt, entire.previous_session_id, spawn_agent.agent_id, "
-           "collab_agent_spawn_end.new_thread_id, session_meta.forked_from_id"),
+           "collab_agent_spawn_end.new_thread_id, session_meta.forked_from_id, session_meta.history_base"),
         _c("reason", STR, "for continues: why the session continues the other; other for Entire's previous_session_id, "
            "which does not say; null for the other relations"),
+        _c("parent_ordinal_exclusive", I64, "for a Codex fork: where the child's history stops in its parent, as its "
+           "session_meta records it (the parent's lines before this ordinal): forked_from_ordinal_exclusive for "
+           "forked_from (the logical fork point), history_base.end_ordinal_exclusive for inherits (the rollout it "
+           "references, also in sessions.meta); null otherwise"),
     ),
     stage="final",
 )

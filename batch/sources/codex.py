@@ -9,8 +9,9 @@ A file is a rollout when its first line is a `session_meta` envelope (Codex 0.32
 `{"timestamp", "type": "session_meta", "payload": {"id", ...}}`) or the legacy first line of the
 Rust CLI before 0.32 (`{"id", "timestamp", "instructions"[, "git"]}`, no `type`), reference §2.
 The path says nothing: folder and file name are in local time and are never read for identity.
-One unit per file: the session is the first `session_meta`'s `id` (reference §3, §10). A fork or a
-subagent needs no unit of its parent: what it copies from the parent (token_count events above all)
+One unit per file: the session is the first `session_meta`'s `id` (reference §3, §10); the rollouts
+of one thread (`thread/revert` writes a second file of the thread, `rollout_id`) are units of the same
+owner, so one batch converts them together. A fork or a subagent needs no unit of its parent: what it copies from the parent (token_count events above all)
 is told apart across batches by the inference ID the format derives from the usage itself
 (formats/codex), so each file is a unit of its own.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from batch.sources.base import Loaded, Stream, Unit, open_file
 
@@ -117,6 +118,16 @@ def rollout_stream(f: Stream, meta: dict) -> Stream:
         f.name, f.size, kind, meta["id"], meta["id"], parent_thread(meta), producer_source=FORMAT, path=f.path,
         mtime_ns=f.mtime_ns, codec=f.codec,
     )
+
+
+def rollout_id(name: str, thread: str) -> str:
+    """Which rollout of its thread a file is (reference §14.5): `thread/revert` writes the thread's next
+    rollout as `rollout-<ts>-<thread>_<rollout id>.jsonl`; any other file (the thread's first rollout,
+    or a copy whose name does not say, such as an Entire checkpoint's full.jsonl) is the rollout whose
+    id is the thread's own."""
+    stem = PurePosixPath(name).name.removesuffix(".zst").removesuffix(".jsonl")
+    head, sep, rollout = stem.rpartition("_")
+    return rollout if sep and rollout and head.endswith(f"-{thread}") else thread
 
 
 def units(files: list[Stream]) -> list[Unit]:

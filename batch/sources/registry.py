@@ -22,7 +22,7 @@ from batch.formats.codex import report as codex_report
 from batch.sources import archive
 from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
-from batch.sources.base import Unit
+from batch.sources.base import Stream, Unit
 from batch.sources.claude_code import Discovery, default_source
 from batch.sources.claude_code import discover as discover_files
 from batch.sources.claude_code import units as file_units
@@ -47,6 +47,8 @@ class Inputs:
     event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
     archives: list[archive.Archive] = field(default_factory=list)  # earlier outputs read
     carried: dict[str, archive.Archive] = field(default_factory=dict)  # owner -> the output its unit is rebuilt from
+    # the files found that are Codex rollouts (not in found.files, which lists the Claude Code files)
+    rollouts: list[Stream] = field(default_factory=list)
 
 
 def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], events: list[Path] | tuple[Path, ...]
@@ -94,7 +96,7 @@ def discover(
     if previous is not None and archive.is_output(previous):  # only the groups no other input gives
         given = {u.owner for u in all_units} | {u.owner for a in archives for u in a.units}
         archives.append(archive.discover(previous, exclude=given))
-    inputs = Inputs(found, all_units, imports, event_heads, archives)
+    inputs = Inputs(found, all_units, imports, event_heads, archives, rollouts=rollouts)
     _carry(inputs)
     return inputs
 

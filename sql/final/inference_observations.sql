@@ -3,9 +3,9 @@
 -- Selection policy: an observation with a stop reason first (its usage is final), then the
 -- largest output count (the most advanced streaming snapshot), then session_key and position
 -- (deterministic). The other observations stay as native evidence.
--- A Codex response (usage_source token_count) copied into a fork or a subagent file is the same
--- inference as in its parent (its ID is derived from the usage pair): the parent's observation is
--- taken first (codex-format.md §9.6, parents first).
+-- A Codex response copied into a fork or a subagent file is the same inference as in its parent (its
+-- ID is the response_id of its token_usage_record, else derived from its token_count usage pair): the
+-- parent's observation is taken first (codex-format.md §9.6, parents first; §14.4).
 -- reads: inference_candidates, lineage_evidence, session_streams
 with candidates as (
     select * from inference_candidates
@@ -23,7 +23,8 @@ ranked as (
         row_number() over (
             partition by c.inference_id
             order by c.stop_reason is not null desc, c.output_total_tokens desc nulls last,
-                c.usage_source = 'token_count' and k.session_key is not null, c.session_key, c.stream_ord
+                c.usage_source in ('token_count', 'token_usage_record') and k.session_key is not null, c.session_key,
+                c.stream_ord
         ) = 1 as is_selected,
     from candidates as c
     left join codex_children as k using (session_key)

@@ -20,8 +20,9 @@ copies as (
 final as (
     select
         o.* exclude (is_selected, line_count),
-        -- a Codex token_count's last_token_usage is the completed response's usage (no stop reason is written)
-        o.stop_reason is not null or o.usage_source = 'token_count' as usage_complete,
+        -- a Codex token_count's last_token_usage is the completed response's usage, a token_usage_record's
+        -- usage the response's as the API reported it, incomplete responses' included (no stop reason is written)
+        o.stop_reason is not null or o.usage_source in ('token_count', 'token_usage_record') as usage_complete,
         c.observation_count,
         rp.params,
     from observations as o

@@ -15,9 +15,12 @@
 -- sibling's or the child's own), so that its parent is then the thread its own session_meta names.
 -- No stream is its own parent.
 -- losses.sql declares the lineage loss for all but native_field.
--- forked_from (forkedFrom on copied records) and inherits (fork-context-ref: the parent's
--- prefix is referenced, not copied) name the other session by its sessionId. continues: an Entire
--- lifecycle event's previous_session_id (companion: reason other, evidence native_field).
+-- forked_from (forkedFrom on copied records; a Codex forked_from_id) and inherits (fork-context-ref,
+-- a Codex history_base: the parent's prefix is referenced, not copied) name the other session by its
+-- ID; a Codex fork's cut in its parent is its session_meta's, kept in sessions.meta
+-- (parent_ordinal_exclusive: forked_from_ordinal_exclusive, history_base.end_ordinal_exclusive).
+-- continues: an Entire lifecycle event's previous_session_id (companion: reason other, evidence
+-- native_field).
 -- reads: lineage_evidence, session_streams, tool_calls
 with evidence as (
     select * from lineage_evidence
@@ -30,6 +33,19 @@ streams as (
 
 parents as (
     select session_key, min(parent_session_id) as parent_session_id from session_streams group by session_key
+),
+
+-- a Codex fork's cut in its parent, as its first session_meta records it (reference codex-format.md §14.5)
+codex_cuts as (
+    select
+        session_key,
+        json_bigint(any_value(meta -> '$."com.openai.codex/session_meta".forked_from_ordinal_exclusive'))
+            as forked_from_ordinal,
+        json_bigint(any_value(meta -> '$."com.openai.codex/session_meta".history_base.end_ordinal_exclusive'))
+            as history_base_ordinal,
+    from session_streams
+    where producer_source = 'codex-rollout-jsonl'
+    group by session_key
 ),
 
 calls as (
@@ -103,6 +119,7 @@ spawned_edges as (
         end as evidence,
         p.evidence_detail,
         cast(null as varchar) as reason,
+        cast(null as bigint) as parent_ordinal_exclusive,
     from spawned as p
     join streams as s using (session_key)
     left join parents as t using (session_key)
@@ -122,8 +139,15 @@ fork_edges as (
         string_agg(distinct e.source, ',' order by e.source) as evidence_detail,
         -- Entire's previous_session_id does not say why the session continues another
         case when e.relation = 'continues' then 'other' end as reason,
+        case
+            when e.relation = 'forked_from' and bool_or(e.source = 'session_meta.forked_from_id')
+                then any_value(c.forked_from_ordinal)
+            when e.relation = 'inherits' and bool_or(e.source = 'session_meta.history_base')
+                then any_value(c.history_base_ordinal)
+        end as parent_ordinal_exclusive,
     from evidence as e
     join streams as s on s.session_key = e.child_session_key
+    left join codex_cuts as c on c.session_key = e.child_session_key
     where e.relation in ('forked_from', 'inherits', 'continues') and e.parent_session_key <> e.child_session_key
     group by e.child_session_key, e.relation
 ),

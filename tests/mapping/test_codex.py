@@ -41,7 +41,7 @@ def responses(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> dict[str, pl.DataFrame]:
     src = tmp_path_factory.mktemp("codex") / "codex"
-    shutil.copytree(CODEX, src)
+    shutil.copytree(CODEX, src, ignore=shutil.ignore_patterns("records"))  # authored: tests/mapping/test_codex_records.py
     out = src.parent / "out"
     batch.convert([src], out)
     return {**read_tables(out), "manifest": json.loads((out / "manifest.json").read_text())}
@@ -371,7 +371,7 @@ def test_the_manifest_says_how_codex_usage_is_selected(tables):
 
 def test_a_grown_rollout_is_converted_again_whole(tmp_path):
     src = tmp_path / "sessions"
-    shutil.copytree(CODEX, src)
+    shutil.copytree(CODEX, src, ignore=shutil.ignore_patterns("records"))
     out = tmp_path / "out"
     batch.convert([src], out)
     grown = src / TINY.name

@@ -64,3 +64,16 @@ def test_a_mixed_folder_routes_each_file_to_its_format(tmp_path):
     assert formats == ["claude-code-jsonl", "codex-rollout-jsonl"]
     unit = next(u for u in found.units if u.owner == first(OLD)["payload"]["id"])
     assert unit.size == OLD.stat().st_size and unit.fingerprint[0][0].endswith(OLD.name)
+
+
+def test_a_rollout_is_named_by_its_thread_and_rollout_id():
+    # reference §14.5: thread/revert names the next rollout rollout-<ts>-<thread>_<rollout>.jsonl; any
+    # other name (the thread's first rollout, an Entire copy) is the rollout of the thread's own ID
+    thread, rollout = "01a0c331-8e80-73c4-8d5e-7a6b5c4d3e2f", "01a0c343-de00-74d5-8e6f-6a5b4c3d2e1f"
+    assert codex.rollout_id(f"s/2026/09/21/rollout-2026-09-21T11-20-00-{thread}_{rollout}.jsonl", thread) == rollout
+    assert codex.rollout_id(f"s/rollout-2026-09-21T11-20-00-{thread}_{rollout}.jsonl.zst", thread) == rollout
+    assert codex.rollout_id(f"s/rollout-2026-09-21T11-00-00-{thread}.jsonl", thread) == thread
+    assert codex.rollout_id("repo/c0dec0dec0de/0/full.jsonl", thread) == thread
+    # an underscore that does not follow the thread's ID names no rollout of it
+    assert codex.rollout_id(f"my_folder/rollout-2026-09-21T11-00-00-{thread}.jsonl", thread) == thread
+    assert codex.rollout_id(f"s/rollout-2026-09-21T11-00-00-{rollout}_x.jsonl", thread) == thread

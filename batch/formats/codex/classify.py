@@ -29,6 +29,7 @@ KINDS = {
     "compacted": "compaction",
 }
 TOKEN_COUNT_KIND = "com.openai.codex/token_count"
+USAGE_RECORD_KIND = "com.openai.codex/token_usage_record"  # one response's usage (formats/codex/usage.py)
 # turns (§8): a start sets the state running, as an Entire TurnStart does; an end is the turn's
 # statistics, as Claude Code's turn_duration line (its duration_ms, from 0.156), and sets it idle
 TURN_STARTS = {"task_started": "running", "turn_started": "running"}
@@ -42,7 +43,9 @@ def lines(frame: pl.DataFrame) -> pl.DataFrame:
     is_record, kind, author, origin, record_id, status, reason, dup_of."""
     frame = frame.sort("file_idx", "line").with_columns(
         ok=pl.col("reason").is_null(),
-        position=pl.lit("line:") + pl.col("line").cast(pl.String),
+        # a thread's later rollout (thread/revert, rollouts.py) numbers its lines apart from the first's
+        position=pl.when(pl.col("rollout") != pl.col("session_key")).then(pl.lit("rollout:") + pl.col("rollout") + ":")
+        .otherwise(pl.lit("")) + "line:" + pl.col("line").cast(pl.String),
     ).with_columns(
         own_id=pl.col("session_key") + ":" + pl.col("position"),
     )
@@ -64,19 +67,20 @@ def lines(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _stream_copies(frame: pl.DataFrame) -> pl.DataFrame:
-    """stream_rank of each line's copy of its session; a line of a copy that is not kept, at a
-    position the kept copy holds, becomes a duplicate of the kept line's record."""
+    """stream_rank of each line's copy of its rollout; a line of a copy that is not kept, at a
+    position the kept copy holds, becomes a duplicate of the kept line's record. Two rollouts of one
+    thread (thread/revert) are no copies of each other."""
     ranks = (
-        frame.group_by("file_idx").agg(pl.first("session_key"), pl.first("content_level"), pl.first("source_file"),
-                                       n=pl.len())
+        frame.group_by("file_idx").agg(pl.first("session_key"), pl.first("rollout"), pl.first("content_level"),
+                                       pl.first("source_file"), n=pl.len())
         .sort(pl.col("content_level") != "full", pl.col("n"), "source_file", descending=[False, True, False])
-        .select("file_idx", stream_rank=pl.int_range(pl.len()).over("session_key"))
+        .select("file_idx", stream_rank=pl.int_range(pl.len()).over("session_key", "rollout"))
     )
     frame = frame.join(ranks, on="file_idx", how="left", maintain_order="left")
     if frame["stream_rank"].max() == 0:
         return frame
-    kept = frame.filter(pl.col("stream_rank") == 0).select("session_key", "line", _kept_record="record_id")
-    frame = frame.join(kept, on=["session_key", "line"], how="left", maintain_order="left")
+    kept = frame.filter(pl.col("stream_rank") == 0).select("session_key", "rollout", "line", _kept_record="record_id")
+    frame = frame.join(kept, on=["session_key", "rollout", "line"], how="left", maintain_order="left")
     copy = (pl.col("stream_rank") > 0) & pl.col("_kept_record").is_not_null()
     return frame.with_columns(
         is_record=pl.col("is_record") & ~copy,
@@ -156,6 +160,7 @@ def _kinds(frame: pl.DataFrame) -> pl.DataFrame:
         .when(item & ptype.is_in(list(RESULTS))).then(pl.lit("tool_result"))
         .when(event & ptype.is_in(list(COPIES))).then(pl.lit("message"))
         .when(event & (ptype == "token_count")).then(pl.lit(TOKEN_COUNT_KIND))
+        .when(ltype == "token_usage_record").then(pl.lit(USAGE_RECORD_KIND))
         .when(event & ptype.is_in(list(TURN_STARTS))).then(pl.lit("session_info"))
         .when(event & ptype.is_in(list(TURN_ENDS))).then(pl.lit("turn_stats"))
         .otherwise(pl.lit("unknown"))

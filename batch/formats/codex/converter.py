@@ -9,10 +9,10 @@ import polars as pl
 
 from batch import sql
 from batch.formats.base import Converted
-from batch.formats.codex import classify, tables
+from batch.formats.codex import classify, rollouts, tables, usage
 from batch.formats.lines import LINE_TOO_LONG, read_lines
 from batch.sources.base import Stream
-from batch.sources.codex import FORMAT
+from batch.sources.codex import FORMAT, rollout_id
 
 __all__ = ["FORMAT", "convert"]
 
@@ -34,11 +34,15 @@ def convert(
         con.unregister("codex_input")
     blocks = _blocks(decoded)
     decoded = decoded.drop("blocks")
+    heads, usage_records = _facts(con, lines, decoded)
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "source_file": [s.name for s in streams],
-         "session_key": [s.session_key for s in streams], "content_level": [s.content_level for s in streams]},
-        schema={"file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "content_level": pl.String},
+         "session_key": [s.session_key for s in streams], "content_level": [s.content_level for s in streams],
+         "rollout": [rollout_id(s.name, s.session_key) for s in streams]},
+        schema={"file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "content_level": pl.String,
+                "rollout": pl.String},
     )
+    files = rollouts.plan(files.join(heads, on="file_idx", how="left", maintain_order="left"))
     every = classify.lines(
         lines.select("file_idx", "line", "byte_offset", "byte_length", "text", "raw")
         .join(decoded, on=["file_idx", "line"], how="left", maintain_order="left")
@@ -50,6 +54,7 @@ def convert(
             )).otherwise("detail"),
         )
     )
+    every = usage.select(rollouts.mark(every), usage_records)
     records = tables.records(every)
     parts = tables.parts(every, blocks)
     calls = tables.calls(every)
@@ -61,15 +66,31 @@ def convert(
         "rejects": tables.rejects(every),
         "tool_calls": tables.tool_calls(calls),
         "session_events": tables.session_events(records, every),
-        "inference_candidates": tables.inference_candidates(every),
-        "session_streams": tables.session_streams(every, streams),
-        "lineage_evidence": tables.lineage_evidence(every),
+        "inference_candidates": usage.candidates(
+            tables.inference_candidates(every), usage.record_candidates(every), records
+        ),
+        "session_streams": rollouts.session_streams(tables.session_streams(every, streams), every),
+        "lineage_evidence": pl.concat([tables.lineage_evidence(every), rollouts.lineage_evidence(every)]),
         "source_losses": tables.source_losses(every, calls),
         "first_prompts": _first_prompts(con, records, parts),
     }
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None
     ])
+
+
+def _facts(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, decoded: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+    """What the first session_meta of each file says of the history it continues (sql/batch/codex_rollouts.sql)
+    and the usage of each token_usage_record line (sql/batch/codex_usage_records.sql): those few lines
+    decoded a second time, for the fields codex_lines does not read."""
+    kinds = decoded.filter(pl.col("line_type").is_in(["session_meta", "token_usage_record"])).select(
+        "file_idx", "line", "line_type"
+    )
+    sql.register(con, "codex_fact_lines", kinds.join(lines.select("file_idx", "line", "text"), on=["file_idx", "line"]))
+    try:
+        return sql.frame(con, "codex_rollouts"), sql.frame(con, "codex_usage_records")
+    finally:
+        con.unregister("codex_fact_lines")
 
 
 def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:

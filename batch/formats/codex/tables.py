@@ -6,7 +6,9 @@ import json
 
 import polars as pl
 
-from batch.formats.codex.classify import CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND, TURN_ENDS, TURN_STARTS
+from batch.formats.codex.classify import (
+    CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND, TURN_ENDS, TURN_STARTS, USAGE_RECORD_KIND,
+)
 from batch.schema.hooks import COMPACTIONS
 from batch.schema.core import PARTS, RECORDS, REJECTS, SESSION_EVENTS, SOURCE_LINES, TOOL_CALLS
 from batch.schema.work import WORK_SCHEMAS
@@ -39,13 +41,18 @@ def records(every: pl.DataFrame) -> pl.DataFrame:
     copies = every.filter(pl.col("status") == "duplicate").group_by("record_id").len("copies")
     frame = kept.join(copies, on="record_id", how="left").select(
         "record_id", "session_key",
-        seq=pl.int_range(1, pl.len() + 1).over("file_idx").cast(pl.Int64),
+        # a thread's rollouts in order (formats/codex/rollouts.py), each by position
+        seq=pl.int_range(1, pl.len() + 1).over("session_key", order_by=["rollout_order", "line", "stream_rank"])
+        .cast(pl.Int64),
         kind="kind", position="position", source_file="source_file", source_line="line",
         timestamp=pl.col("timestamp").dt.convert_time_zone("UTC"),
         author="author", origin="origin", turn_id="turn",
         native_type="line_type", native_subtype="payload_type",
-        inference_id=pl.when(pl.col("is_response")).then("usage_id"),
-        model=pl.when((pl.col("author") == "model") | (pl.col("kind") == TOKEN_COUNT_KIND)).then("model"),
+        inference_id="inference_id",  # formats/codex/usage.py
+        model=pl.when((pl.col("author") == "model") | pl.col("kind").is_in([TOKEN_COUNT_KIND, USAGE_RECORD_KIND]))
+        .then("model"),
+        status=pl.when(pl.col("is_reverted")).then(pl.lit("reverted")),  # formats/codex/rollouts.py
+        logical_parent_record_id="logical_parent_record_id",
         observation_count=(1 + pl.col("copies").fill_null(0)).cast(pl.Int64),
         record_source=pl.lit("transcript"), cwd="cwd_now", version="version", native="text",
         # a line of a fork's copy of its parent's history (codex_lines.sql: thread)
@@ -264,7 +271,7 @@ def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
         record_count=pl.col("is_record").sum().cast(pl.Int64), line_count=pl.len().cast(pl.Int64),
         cwds=pl.col("cwd").drop_nulls().unique(maintain_order=True),
         versions=pl.col("cli_version").filter(pl.col("line_type") == "session_meta").first().implode(),
-        stream_rank=pl.col("stream_rank").first(),
+        stream_rank=pl.col("stream_rank").first(), rollout_order=pl.col("rollout_order").first(),
     )
     files = pl.DataFrame(
         {"file_idx": range(len(streams)), "session_key": [s.session_key for s in streams],
@@ -275,7 +282,9 @@ def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:
                 "parent_session_id": pl.String, "source_files": pl.List(pl.String), "content_level": pl.String,
                 "stream_meta": pl.String},
     )
-    per_file = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").sort("session_key", "stream_rank")
+    per_file = files.join(spans, on="file_idx").join(meta, on="file_idx", how="left").sort(
+        "session_key", "rollout_order", "stream_rank"
+    )
     merged = per_file.group_by("session_key", maintain_order=True).agg(
         pl.all().exclude("source_files", "record_count", "line_count", "started_at", "ended_at", "cwds", "stream_meta")
         .first(),
