@@ -9,8 +9,10 @@ import polars as pl
 
 from batch import sql
 from batch.formats.base import Converted
-from batch.formats.codex import classify, tables
+from batch.formats.codex import classify, items, tables
 from batch.formats.lines import LINE_TOO_LONG, read_lines
+from batch.schema.plans import PLANS
+from batch.schema.workspace import FILE_CHANGES
 from batch.sources.base import Stream
 from batch.sources.codex import FORMAT
 
@@ -66,6 +68,9 @@ def convert(
         "lineage_evidence": tables.lineage_evidence(every),
         "source_losses": tables.source_losses(every, calls),
         "first_prompts": _first_prompts(con, records, parts),
+        # a paginated thread's FileChange and Plan items (items.py)
+        "file_changes": _file_changes(con, items.file_change_items(every, records)),
+        "plans": tables.shaped(items.plans(every, records), PLANS.schema),
     }
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None
@@ -81,6 +86,15 @@ def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts:
     finally:
         con.unregister("records_full")
         con.unregister("batch_parts")
+
+
+def _file_changes(con: duckdb.DuckDBPyConnection, changed: pl.DataFrame) -> pl.DataFrame:
+    """One row per path a FileChange item changed (sql/batch/codex_file_changes.sql)."""
+    sql.register(con, "codex_file_change_items", changed)
+    try:
+        return tables.shaped(sql.frame(con, "codex_file_changes"), FILE_CHANGES.schema)
+    finally:
+        con.unregister("codex_file_change_items")
 
 
 def _blocks(decoded: pl.DataFrame) -> pl.DataFrame:
