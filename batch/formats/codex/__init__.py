@@ -5,13 +5,17 @@ The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Code
    envelope, the payload fields the mapping reads and its content blocks (over the whole batch in
    DuckDB, no loop over lines); `converter._blocks` lists the blocks, one row each.
 2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
-   event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject.
+   event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject;
+   in a paginated thread (§14.3) `paginated.py` says which of an item_completed item and its response
+   copy is the record, and the kinds of the newer line kinds (§14.4).
 3. `tables.py` builds records, parts, source_lines, rejects, tool_calls (with the exit code and run
    time of a command, §5-§6), session_events (turn starts and ends as the state running and idle)
    and the work tables the final stage reads: session_streams, inference_candidates (one response
    per distinct pair of cumulative and last usage, §9.6), lineage_evidence (forked_from_id),
    source_losses (encrypted reasoning, shell exit codes not read) and first_prompts (by
-   sql/batch/first_prompts.sql, as for Claude Code).
+   sql/batch/first_prompts.sql, as for Claude Code); `items.py` adds the rows of a paginated thread's
+   items (parts, calls and their outcomes, file_changes by sql/batch/codex_file_changes.sql, plans,
+   session events, lineage).
 """
 
 from batch.formats.codex.converter import FORMAT, convert

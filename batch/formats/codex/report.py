@@ -20,7 +20,9 @@ COVERAGE = {
     "real_evidence_versions": list(REAL_EVIDENCE_VERSIONS),
     "unqualified_items": ["fork and subagent files", "resume", "context-window-full events",
                           "legacy pre-0.32 rollouts", "TypeScript CLI .json rollouts (not read)",
-                          "exit codes of plain-text tool outputs and of exec_command_end events", "turn_aborted"],
+                          "exit codes of plain-text tool outputs and of exec_command_end events", "turn_aborted",
+                          "paginated threads (history_mode paginated, item_completed items, ordinal, inherited "
+                          "subagent context) and the line kinds of 0.13x and later: authored fixtures only"],
 }
 
 
