@@ -14,9 +14,10 @@
 -- another JSON type than its shape's reads as null, or as its JSON text where the shape says VARCHAR
 -- (as `->>` reads it); the line is kept verbatim in records.native whatever it holds. The exit code
 -- and run time of a command are read from its exec_command_end event or its output (outcomes below).
--- Paginated threads (§14.3, §14.4): each line's top-level `ordinal`, the TurnItem of an item_completed
--- event (`item`) and the fields of the newer line kinds are read in the same decode; the file's mode
--- and its inherited-context cutoff are its first session_meta's (`owned`, `threaded`).
+-- Paginated threads (§14.3, §14.4): each line's top-level `ordinal` and the fields of the newer line
+-- kinds are read in the same decode, an item_completed event's TurnItem as its JSON (`item_json`,
+-- decoded by sql/batch/codex_items.sql for those lines alone); the file's mode and its
+-- inherited-context cutoff are its first session_meta's (`inherited`, `threaded`).
 with decoded as (
     select
         file_idx, line,
@@ -137,7 +138,12 @@ fields as (
         -- a subagent thread the line says this one spawned (extended event_msg, reference §10)
         case when line_type = 'event_msg' and p.type = 'collab_agent_spawn_end' then p.new_thread_id end
             as spawned_thread,
-        case p.type when 'message' then p.content when 'reasoning' then p.summary end as blocks,
+        -- (an inter-agent agent_message item's content too: formats/codex/converter.py keeps it for paginated files)
+        case
+            when p.type = 'message' then p.content
+            when p.type = 'reasoning' then p.summary
+            when p.type = 'agent_message' and line_type = 'response_item' then p.content
+        end as blocks,
         -- paginated threads and the newer kinds (§14.3, §14.4)
         try_cast(e.ordinal as bigint) as ordinal,
         case when line_type = 'session_meta' then {
@@ -145,18 +151,25 @@ fields as (
             'history_start': try_cast(p.subagent_history_start_ordinal as bigint),
             'parent_thread': coalesce(p.source ->> '$.subagent.thread_spawn.parent_thread_id', p.parent_thread_id),
         } end as meta_mode,
-        case when line_type = 'event_msg' and p.type = 'item_completed' then p.item end as item,
-        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings end as settings,
-        case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal end as goal,
+        -- the TurnItem's JSON: sql/batch/codex_items.sql decodes those lines alone (formats/codex/converter.py)
+        case when line_type = 'event_msg' and p.type = 'item_completed' then p.item end as item_json,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.model end
+            as settings_model,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.approval_policy end
+            as settings_approval_policy,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.reasoning_effort end
+            as settings_reasoning_effort,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.cwd end
+            as settings_cwd,
+        case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.objective end as goal_objective,
+        case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.status end as goal_status,
         -- an inter-agent message (§14.4), an inter_agent_communication line or an agent_message item:
-        -- its author and recipient (agent paths), its content entries, its text: the entries' texts, or
-        -- a content that is a string (read from the line, these lines alone)
+        -- its author and recipient (agent paths), its text: its content entries' texts (an agent_message
+        -- item's entries are its blocks), or a content that is a string (read from the line, these lines alone)
         case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
             then p.author end as message_author,
         case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
             then p.recipient end as message_recipient,
-        case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
-            then p.content end as message_blocks,
         case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
             then coalesce(
                 array_to_string(list_filter(list_transform(p.content, lambda b: b.text), lambda x: x is not null), '\n'),
@@ -315,7 +328,7 @@ keyed as (
 )
 
 select
-    *,
+    * exclude (ordinal),  -- read for the inherited context above; the line keeps it (records.native)
     case when usage_key is not null then 'codex:usage:' || left(sha256(usage_key), 32) end as usage_id,
     -- placeholders (§9.3.4, §9.6): last input and output both 0 is not a response
     usage_key is not null and not (last_input = 0 and last_output = 0) as is_response,

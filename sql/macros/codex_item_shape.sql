@@ -2,8 +2,9 @@
 -- payload of an enveloped line, or a whole line of the older, bare form (sql/batch/codex_lines.sql).
 -- Scalars read as VARCHAR, as `->>` reads them (a number as its JSON text); values whose JSON type
 -- matters stay JSON. content[] and summary[] entries share one shape. `item` is the TurnItem of an
--- item_completed event (paginated threads, reference §14.3: PascalCase tags, snake_case fields but
--- McpToolCall's camelCase ones, which its fields here are named as); the session_meta fields
+-- item_completed event (paginated threads, reference §14.3), kept as JSON here and decoded with
+-- codex_turn_item_shape() for those lines alone (sql/batch/codex_items.sql: a struct of its many
+-- fields on every line would cost every line's decode); the session_meta fields
 -- history_mode, subagent_history_start_ordinal, parent_thread_id and source, the settings of
 -- thread_settings_applied, the goal of thread_goal_updated (camelCase) and the author and recipient of
 -- an inter-agent message are the fields of the newer line kinds (§14.4) the mapping reads.
@@ -29,16 +30,5 @@ create or replace temp macro codex_item_shape() as '{
     "thread_settings": {"model": "VARCHAR", "approval_policy": "VARCHAR", "cwd": "VARCHAR",
         "reasoning_effort": "VARCHAR"},
     "goal": {"objective": "VARCHAR", "status": "VARCHAR"},
-    "item": {
-        "type": "VARCHAR", "id": "VARCHAR", "phase": "VARCHAR", "text": "VARCHAR",
-        "content": [{"type": "VARCHAR", "text": "VARCHAR", "image_url": "VARCHAR", "path": "VARCHAR"}],
-        "summary_text": ["VARCHAR"],
-        "command": "JSON", "cwd": "VARCHAR", "source": "VARCHAR", "status": "VARCHAR",
-        "aggregated_output": "VARCHAR", "exit_code": "VARCHAR", "duration": {"secs": "VARCHAR", "nanos": "VARCHAR"},
-        "server": "VARCHAR", "tool": "VARCHAR", "arguments": "JSON", "result": "JSON", "error": "JSON",
-        "changes": "JSON", "stdout": "VARCHAR", "query": "VARCHAR", "action": "JSON",
-        "receiver_thread_ids": ["VARCHAR"], "prompt": "VARCHAR",
-        "kind": "VARCHAR", "agent_thread_id": "VARCHAR", "agent_path": "VARCHAR",
-        "name": "VARCHAR", "output": "JSON"
-    }
+    "item": "JSON"
 }'

@@ -41,9 +41,10 @@ CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_ca
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 
 
-def lines(frame: pl.DataFrame) -> pl.DataFrame:
+def lines(frame: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """The batch's lines (decoded, with source_file and session_key) with their fate:
-    is_record, kind, author, origin, record_id, status, reason, dup_of."""
+    is_record, kind, author, origin, record_id, status, reason, dup_of. `turn_items`: the TurnItem of
+    each item_completed line (paginated.py)."""
     frame = frame.sort("file_idx", "line").with_columns(
         ok=pl.col("reason").is_null(),
         position=pl.lit("line:") + pl.col("line").cast(pl.String),
@@ -52,7 +53,7 @@ def lines(frame: pl.DataFrame) -> pl.DataFrame:
     )
     frame = _pair_copies(frame)
     frame = _repeats(frame)
-    frame = paginated.copies(frame, calls=CALLS, results=RESULTS)
+    frame = paginated.copies(frame, turn_items, calls=CALLS, results=RESULTS)
     dup = pl.col("copy_of").is_not_null() | pl.col("repeat_of").is_not_null() | pl.col("pcopy_of").is_not_null()
     frame = frame.with_columns(
         is_record=pl.col("ok") & ~dup,

@@ -1,24 +1,28 @@
 """The rows a paginated thread's items and newer line kinds give (reference §14.3, §14.4), beside the
 rows tables.py builds from every rollout: parts of the items' records, tool calls and their outcomes,
-file changes, plans, session events and lineage. The lines' fates are paginated.py's.
+file changes, plans, session events and lineage. The lines' fates are paginated.py's; `turn_items` is
+the TurnItem of each item_completed line (file_idx, line, item), joined to the lines that read it.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from batch.formats.codex.paginated import ITEM_COPY, SEARCH_CALL, SEARCH_OUTPUT, TOOL_ITEMS, item_field, item_type
+from batch.formats.codex.paginated import (
+    ITEM_COPY, SEARCH_CALL, SEARCH_OUTPUT, TOOL_ITEMS, item_field, item_type, with_items,
+)
 from batch.schema.plans import PLANS
 
 WORLD_STATE_SCHEMA = "com.openai.codex/world_state"  # parts.schema of a world_state line's data part
 PLAN_SOURCE = "plan_item"  # plans.plan_source: a Plan item
 EXIT_CODE_SOURCE = "command_execution"  # tool_calls.exit_code_source: a CommandExecution item
 SPAWN_SOURCE = "CollabAgentToolCall.receiver_thread_ids"  # lineage_evidence.source
-# thread_settings_applied settings that are config changes, by session_events.field (as turn_context's)
-SETTINGS_FIELDS = {"model": "model", "approval_policy": "approval_policy", "reasoning_effort": "reasoning_effort",
-                   "cwd": "cwd"}
-# thread_goal_updated (camelCase): the goal's objective and status, session_info values
-GOAL_FIELDS = {"goal": "objective", "goal_status": "status"}
+# thread_settings_applied settings that are config changes (the session_events fields turn_context's
+# give), each read as codex_lines.sql's settings_<field>
+SETTINGS_FIELDS = ("model", "approval_policy", "reasoning_effort", "cwd")
+# thread_goal_updated (camelCase): its goal's objective and status (codex_lines.sql's columns) as
+# session_info values, by session_events.field
+GOAL_FIELDS = {"goal": "goal_objective", "goal_status": "goal_status"}
 # a tool item's status (snake_case, camelCase for McpToolCall) as a tool_calls.status
 ITEM_STATUSES = {"completed": "completed", "failed": "error", "declined": "denied", "in_progress": "pending",
                  "inProgress": "pending"}
@@ -39,18 +43,20 @@ def _described() -> pl.Expr:
     return _item(*TOOL_ITEMS) & (pl.col("is_record") | (pl.col("reason") == ITEM_COPY))
 
 
-def parts(every: pl.DataFrame) -> list[pl.DataFrame]:
+def parts(every: pl.DataFrame, turn_items: pl.DataFrame) -> list[pl.DataFrame]:
     """The parts of the records of a paginated file's items and newer kinds, each frame with the columns
     tables.parts gives its own (file_idx, line, record_id, session_key, source_file, part fields):
     the text and image entries of UserMessage and AgentMessage, Reasoning's summary entries (thinking)
     and the encrypted content of its response copy (redacted_thinking, read from the copy's line), a
     Plan's text, a tool item of its own's call and result, world_state's state (a data part, as the
-    Claude Code entry keeps an environment snapshot attachment), an inter-agent message's content,
-    a tool search call and its output."""
+    Claude Code entry keeps an environment snapshot attachment), an inter_agent_communication's content
+    (an agent_message item's content entries are blocks, as a message item's: tables.parts), a tool
+    search call and its output."""
     rows = _paginated(every)
     kept = rows.filter(pl.col("is_record"))
     base = ["file_idx", "line", "record_id", "session_key", "source_file"]
-    content = kept.filter(_item("UserMessage", "AgentMessage")).select(
+    own = with_items(kept.filter(pl.col("item_type").is_not_null()), turn_items)
+    content = own.filter(_item("UserMessage", "AgentMessage")).select(
         *base, block=item_field("content"), index=pl.int_ranges(item_field("content").list.len(), dtype=pl.Int64),
     ).explode("block", "index").filter(pl.col("index").is_not_null()).select(
         *base, part_index="index",
@@ -58,29 +64,29 @@ def parts(every: pl.DataFrame) -> list[pl.DataFrame]:
         text=pl.col("block").struct.field("text"),
         native_path=pl.format("$.payload.item.content[{}]", "index"),
     )
-    summaries = kept.filter(_item("Reasoning")).select(
+    summaries = own.filter(_item("Reasoning")).select(
         *base, text=item_field("summary_text"), part_index=pl.int_ranges(item_field("summary_text").list.len(),
                                                                           dtype=pl.Int64),
     ).explode("text", "part_index").filter(pl.col("part_index").is_not_null()).select(
         *base, "part_index", "text", part_type=pl.lit("thinking"),
         native_path=pl.format("$.payload.item.summary_text[{}]", "part_index"),
     )
-    counts = kept.filter(_item("Reasoning")).select("record_id", n=item_field("summary_text").list.len().cast(pl.Int64))
+    counts = own.filter(_item("Reasoning")).select("record_id", n=item_field("summary_text").list.len().cast(pl.Int64))
     encrypted = rows.filter(
         (pl.col("reason") == "response_copy") & pl.col("has_encrypted") & (pl.col("payload_type") == "reasoning")
     ).join(counts, on="record_id").select(
         *base, part_index=pl.col("n").fill_null(0), part_type=pl.lit("redacted_thinking"),
         native_path=pl.lit("$.payload.encrypted_content"),
     )
-    plans = kept.filter(_item("Plan")).select(
+    plans = own.filter(_item("Plan")).select(
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("text"), text=item_field("text"),
         native_path=pl.lit("$.payload.item.text"),
     )
-    tool_use = kept.filter(_item(*TOOL_ITEMS)).select(
+    tool_use = own.filter(_item(*TOOL_ITEMS)).select(
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("tool_use"), call_id="item_call_key",
         tool_name="item_call_name", tool_input=_item_input(), native_path=pl.lit("$.payload.item"),
     )
-    tool_result = kept.filter(_item(*TOOL_ITEMS)).select(
+    tool_result = own.filter(_item(*TOOL_ITEMS)).select(
         *base, part_index=pl.lit(1, pl.Int64), part_type=pl.lit("tool_result"), call_id="item_call_key",
         text=_item_output(), native_path=pl.lit("$.payload.item"),
     )
@@ -88,15 +94,7 @@ def parts(every: pl.DataFrame) -> list[pl.DataFrame]:
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("data"), schema=pl.lit(WORLD_STATE_SCHEMA),
         native_path=pl.lit("$.payload.state"),
     )
-    blocks = kept.filter(pl.col("message_blocks").list.len() > 0).select(
-        *base, block="message_blocks", index=pl.int_ranges(pl.col("message_blocks").list.len(), dtype=pl.Int64),
-    ).explode("block", "index").select(
-        *base, part_index="index",
-        part_type=pl.col("block").struct.field("type").replace({"input_text": "text", "output_text": "text"}),
-        text=pl.col("block").struct.field("text"), native_path=pl.format("$.payload.content[{}]", "index"),
-    )
-    said = kept.filter((pl.col("line_type") == "inter_agent_communication")
-                       & pl.col("message_blocks").is_null() & pl.col("message_text").is_not_null()).select(
+    said = kept.filter((pl.col("line_type") == "inter_agent_communication") & pl.col("message_text").is_not_null()).select(
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("text"), text="message_text",
         native_path=pl.lit("$.payload.content"),
     )
@@ -108,8 +106,7 @@ def parts(every: pl.DataFrame) -> list[pl.DataFrame]:
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("tool_result"), call_id="call_id",
         text="output_text", native_path=pl.lit("$.payload.tools"),
     )
-    return [content, summaries, encrypted, plans, tool_use, tool_result, world, blocks, said, search_calls,
-            search_outputs]
+    return [content, summaries, encrypted, plans, tool_use, tool_result, world, said, search_calls, search_outputs]
 
 
 def _item_input() -> pl.Expr:
@@ -136,7 +133,7 @@ def _item_output() -> pl.Expr:
     )
 
 
-def calls(every: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def calls(every: pl.DataFrame, turn_items: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The calls and results tables.calls adds to the response calls of every file: a paginated file's
     tool search calls and outputs, and its tool items of their own (one record, both call and result)."""
     kept = _paginated(every).filter(pl.col("is_record"))
@@ -144,12 +141,12 @@ def calls(every: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "session_key", "call_id", tool_name=pl.lit("tool_search"), call_record_id="record_id",
         call_position="position", called_at="timestamp", input="tool_input", native_status="native_status",
     )
-    own = kept.filter(_item(*TOOL_ITEMS))
+    own = with_items(kept.filter(_item(*TOOL_ITEMS)), turn_items)
     items = own.select(
         "session_key", call_id="item_call_key", tool_name="item_call_name", call_record_id="record_id",
         call_position="position", called_at="timestamp", input=_item_input(), native_status=item_field("status"),
         # a user's shell command (source userShell), as the Claude Code entry's ! commands
-        requested_by=pl.when(item_field("source") == "userShell").then(pl.lit("user")).otherwise(pl.lit("model")),
+        requested_by=pl.when(pl.col("is_user_shell")).then(pl.lit("user")).otherwise(pl.lit("model")),
     )
     outputs = kept.filter(pl.col("payload_type") == SEARCH_OUTPUT).select(
         "session_key", "call_id", result_record_id="record_id", result_position="position", result_at="timestamp",
@@ -161,7 +158,7 @@ def calls(every: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return pl.concat([searches, items], how="diagonal_relaxed"), pl.concat([outputs, results])
 
 
-def outcomes(every: pl.DataFrame) -> pl.DataFrame:
+def outcomes(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """What each tool item says of its call, by (session_key, call_id): the exit code and run time of a
     command (CommandExecution.exit_code, duration {secs, nanos}), its status as a tool_calls status,
     and whether it failed (status failed; an MCP call's error or result.isError)."""
@@ -173,7 +170,7 @@ def outcomes(every: pl.DataFrame) -> pl.DataFrame:
         (item_field("error").is_not_null() & (item_field("error") != "null"))
         | (item_field("result").str.json_path_match("$.isError") == "true")
     )
-    return _paginated(every).filter(_described()).select(
+    return with_items(_paginated(every).filter(_described()), turn_items).select(
         "session_key", call_id="item_call_key",
         item_exit_code=item_field("exit_code").cast(pl.Int64, strict=False),
         item_duration_ms=(secs * 1000 + nanos / 1e6).round(0).cast(pl.Int64),
@@ -183,23 +180,22 @@ def outcomes(every: pl.DataFrame) -> pl.DataFrame:
     ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
 
 
-def file_change_items(every: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+def file_change_items(every: pl.DataFrame, turn_items: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     """The FileChange items that applied (status completed, or none written) with the record that holds
     them (the result of the call they describe, or their own) and its seq: the rows
     sql/batch/codex_file_changes.sql makes one per changed path."""
-    return _paginated(every).filter(
-        _described() & item_type().eq("FileChange") & item_field("status").fill_null("completed").eq("completed")
-    ).select(
+    changes = with_items(_paginated(every).filter(_described() & item_type().eq("FileChange")), turn_items)
+    return changes.filter(item_field("status").fill_null("completed").eq("completed")).select(
         "record_id", "session_key", call_id="item_call_key", tool_name="item_call_name",
         changed_at=pl.col("timestamp").dt.convert_time_zone("UTC"), changes=item_field("changes"),
     ).join(records.select("record_id", "seq"), on="record_id", how="left")
 
 
-def plans(every: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+def plans(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """A Plan item (the plan a plan-mode turn proposes) is a document plan that replaces the plan, as
     the Claude Code entry maps ExitPlanMode's plan; its identity is the item's id (Codex writes no
     plan file; the Claude Code entry falls back to the call's id)."""
-    kept = _paginated(every).filter(pl.col("is_record") & _item("Plan"))
+    kept = with_items(_paginated(every).filter(pl.col("is_record") & _item("Plan")), turn_items)
     frame = kept.select(
         "record_id", "session_key", plan_source=pl.lit(PLAN_SOURCE), plan_id=item_field("id"),
         plan_type=pl.lit("document"), op=pl.lit("replace"), content=item_field("text"), position="position",
@@ -215,14 +211,12 @@ def session_event_rows(every: pl.DataFrame) -> pl.DataFrame:
     type and JSON tables.session_events keeps; none from inherited context (not the thread's own)."""
     kept = _paginated(every).filter(pl.col("is_record") & ~pl.col("is_inherited") & (pl.col("line_type") == "event_msg"))
     settings = kept.filter(pl.col("payload_type") == "thread_settings_applied").select(
-        "record_id", native="text",
-        **{field: pl.col("settings").struct.field(name) for field, name in SETTINGS_FIELDS.items()},
+        "record_id", native="text", **{field: f"settings_{field}" for field in SETTINGS_FIELDS},
     ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").with_columns(
         event_kind=pl.lit("config_change"),
     )
     goals = kept.filter(pl.col("payload_type") == "thread_goal_updated").select(
-        "record_id", native="text",
-        **{field: pl.col("goal").struct.field(name) for field, name in GOAL_FIELDS.items()},
+        "record_id", native="text", **GOAL_FIELDS,
     ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").with_columns(
         event_kind=pl.lit("session_info"),
     )
@@ -231,11 +225,11 @@ def session_event_rows(every: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def lineage_rows(every: pl.DataFrame) -> pl.DataFrame:
+def lineage_rows(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """A CollabAgentToolCall item of a spawn_agent call names the threads it started
     (receiver_thread_ids), each spawned by that call, in the thread the line was written in."""
-    return _paginated(every).filter(_described() & item_type().eq("CollabAgentToolCall")
-                                    & item_field("tool").eq("spawn_agent")).select(
+    spawns = with_items(_paginated(every).filter(_described() & item_type().eq("CollabAgentToolCall")), turn_items)
+    return spawns.filter(item_field("tool").eq("spawn_agent")).select(
         child_session_key=item_field("receiver_thread_ids"), relation=pl.lit("spawned_by"),
         parent_session_key=pl.coalesce("thread", "session_key"), call_id="item_call_key", source=pl.lit(SPAWN_SOURCE),
     ).explode("child_session_key").filter(pl.col("child_session_key").is_not_null())

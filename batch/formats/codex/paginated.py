@@ -22,6 +22,10 @@ alone, it is the compaction. An inter-agent `response_item` agent_message repeat
 
 The mapping of the newer kinds applies to paginated files: the mapping of a legacy file, whatever
 lines it holds, is today's (docs/asr-tables.md, Codex rollouts).
+
+The TurnItems are a frame of their own (`turn_items`: file_idx, line, item; sql/batch/codex_items.sql),
+joined to the few lines that read them: the lines of a batch carry only `item_type`, since a struct of
+the item's fields on every line would cost every later step over the lines.
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ TOOL_ITEMS = ("CommandExecution", "McpToolCall", "FileChange", "WebSearch", "Col
 # response items of paginated threads that are calls and results (§14.4)
 SEARCH_CALL, SEARCH_OUTPUT = "tool_search_call", "tool_search_output"
 RESPONSE_COPY, ITEM_COPY = "response_copy", "item_copy"
+NO_COPY = ("pcopy_of", "pcopy_reason", "item_call_key", "item_call_name")  # copies' string columns
 
 
 def item_type() -> pl.Expr:
-    return pl.col("item").struct.field("type")
+    return pl.col("item_type")
 
 
 def item_field(name: str) -> pl.Expr:
@@ -56,14 +61,24 @@ def _is_response(*types: str) -> pl.Expr:
     return (pl.col("line_type") == "response_item") & pl.col("payload_type").is_in(list(types))
 
 
-def copies(frame: pl.DataFrame, *, calls: Collection[str], results: Collection[str]) -> pl.DataFrame:
+def with_items(frame: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `frame` that are item_completed lines, with their TurnItem (`item`)."""
+    return frame.join(turn_items, on=["file_idx", "line"], how="inner", maintain_order="left")
+
+
+def copies(frame: pl.DataFrame, turn_items: pl.DataFrame, *, calls: Collection[str], results: Collection[str]
+           ) -> pl.DataFrame:
     """The lines with pcopy_of (the own_id of the record a line of a paginated file repeats) and
-    pcopy_reason, and item_call_key (the tool_calls call_id a tool item describes) and
-    item_call_name (that call's tool name). `calls`, `results`: the response item types that are
-    calls and results in every file (classify.CALLS, RESULTS)."""
+    pcopy_reason; a tool item's item_call_key (the tool_calls call_id it describes), item_call_name
+    (that call's tool name) and is_user_shell. `turn_items`: the TurnItems of the lines (file_idx,
+    line, item); `calls`, `results`: the response item types that are calls and results in every file
+    (classify.CALLS, RESULTS)."""
+    if not frame["is_paginated"].any():  # a batch of legacy files: nothing to pair
+        return frame.with_columns(pl.lit(None, pl.String).alias(c) for c in NO_COPY).with_columns(
+            is_user_shell=pl.lit(False))
     frame = frame.with_columns(_turn=pl.col("turn_id").forward_fill().over("file_idx").fill_null(""))
-    found = [_message_copies(frame), _tool_copies(frame, calls, results), _compaction_copies(frame),
-             _inter_agent_copies(frame)]
+    found = [_message_copies(frame, turn_items), _tool_copies(frame, turn_items, calls, results),
+             _compaction_copies(frame), _inter_agent_copies(frame)]
     pairs = pl.concat([f for f, _ in found], how="diagonal_relaxed")
     keys = found[1][1]
     return (
@@ -73,10 +88,10 @@ def copies(frame: pl.DataFrame, *, calls: Collection[str], results: Collection[s
     )
 
 
-def _message_copies(frame: pl.DataFrame) -> tuple[pl.DataFrame, None]:
+def _message_copies(frame: pl.DataFrame, turn_items: pl.DataFrame) -> tuple[pl.DataFrame, None]:
     ok = pl.col("ok") & pl.col("is_paginated")
     texts = item_field("content").list.eval(pl.element().struct.field("text")).list.drop_nulls().list.join("\n")
-    items = frame.filter(ok & _is_item(*MESSAGE_ITEMS)).select(
+    items = with_items(frame.filter(ok & _is_item(*MESSAGE_ITEMS)), turn_items).select(
         "file_idx", "own_id", "_turn",
         kind=item_type().replace_strict(MESSAGE_ITEMS, return_dtype=pl.String),
         text=pl.when(item_type() == "Reasoning").then(item_field("summary_text").list.join("\n")).otherwise(texts),
@@ -109,7 +124,8 @@ def _nth(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return frame.with_columns(n=pl.int_range(pl.len()).over(keys))
 
 
-def _tool_copies(frame: pl.DataFrame, calls: Collection[str], results: Collection[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _tool_copies(frame: pl.DataFrame, turn_items: pl.DataFrame, calls: Collection[str], results: Collection[str]
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Tool items named by a response call of the file are copies of the call's result (or of the
     call); every tool item's call key and name. A FunctionCallOutput item is a copy of the output it
     repeats."""
@@ -121,8 +137,9 @@ def _tool_copies(frame: pl.DataFrame, calls: Collection[str], results: Collectio
     outputs = frame.filter(ok & _is_response(*results, SEARCH_OUTPUT) & pl.col("call_id").is_not_null()).select(
         "file_idx", key="call_id", output_own_id="own_id",
     ).unique(["file_idx", "key"], keep="first", maintain_order=True)
-    items = frame.filter(ok & _is_item(*TOOL_ITEMS)).select(
+    items = with_items(frame.filter(ok & _is_item(*TOOL_ITEMS)), turn_items).select(
         "file_idx", "line", "position", key=item_field("id"),
+        is_user_shell=(item_field("source") == "userShell").fill_null(False),
         own_name=pl.when(item_type() == "McpToolCall")
         .then(pl.format("mcp__{}__{}", item_field("server"), item_field("tool")))
         .when(item_type().is_in(["CollabAgentToolCall", "DynamicToolCall"])).then(item_field("tool"))
@@ -135,8 +152,9 @@ def _tool_copies(frame: pl.DataFrame, calls: Collection[str], results: Collectio
         "file_idx", "line",
         item_call_key=pl.coalesce("item_call_key", "key", "position"),
         item_call_name=pl.when(pl.col("call_own_id").is_not_null()).then("item_call_name").otherwise("own_name"),
+        is_user_shell="is_user_shell",
     )
-    outputs_repeated = frame.filter(ok & _is_item("FunctionCallOutput")).select(
+    outputs_repeated = with_items(frame.filter(ok & _is_item("FunctionCallOutput")), turn_items).select(
         "file_idx", "line", key=item_field("id"),
     ).join(outputs, on=["file_idx", "key"]).select(
         "file_idx", "line", pcopy_of="output_own_id", pcopy_reason=pl.lit(ITEM_COPY),
@@ -182,8 +200,10 @@ def kinds(frame: pl.DataFrame) -> pl.DataFrame:
     """The records of a paginated file's items and newer kinds with their kind, author and origin (the
     legacy classification left them unknown); from_address of inter-agent messages; the turn of a
     line after inherited context, its own."""
+    if not frame["is_paginated"].any():
+        return frame.with_columns(from_address=pl.lit(None, pl.String))
     event = pl.col("line_type") == "event_msg"
-    user_shell = item_field("source") == "userShell"
+    user_shell = pl.col("is_user_shell")
     rules = [
         (_is_item("UserMessage"), "message", "human", "prompt"),
         (_is_item("AgentMessage", "Reasoning", "Plan"), "message", "model", None),

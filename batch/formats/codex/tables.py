@@ -58,8 +58,9 @@ def records(every: pl.DataFrame) -> pl.DataFrame:
     return shaped(frame, RECORDS.schema)
 
 
-def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    """Content blocks of message and reasoning items; one part per call, result, unpaired event copy, summary."""
+def parts(every: pl.DataFrame, blocks: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
+    """Content blocks of message and reasoning items; one part per call, result, unpaired event copy, summary;
+    the parts of a paginated thread's items and newer kinds (items.parts, `turn_items` its TurnItems)."""
     kept = every.filter(pl.col("is_record"))
     base = ["file_idx", "line", "record_id", "session_key", "source_file"]
     root = pl.when(pl.col("enveloped")).then(pl.lit("$.payload")).otherwise(pl.lit("$"))
@@ -92,7 +93,7 @@ def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
         native_path=pl.when(ptype == "agent_reasoning").then(pl.lit("$.payload.text")).otherwise(pl.lit("$.payload.message")),
     )
     # a compaction's summary is no part (compactions)
-    frames = [from_blocks, encrypted, calls, results, events, *items.parts(every)]
+    frames = [from_blocks, encrypted, calls, results, events, *items.parts(every, turn_items)]
     frame = pl.concat([shaped(f.rename({"line": "source_line"}), PARTS.schema, keep=["file_idx"]) for f in frames])
     # an agent_message item's encrypted_content entry is as opaque as encrypted reasoning
     frame = frame.with_columns(capture_state=pl.when(pl.col("part_type").is_in(["redacted_thinking", "encrypted_content"]))
@@ -190,11 +191,11 @@ def tool_calls(calls: pl.DataFrame) -> pl.DataFrame:
     return shaped(calls.drop("still_running"), TOOL_CALLS.schema)
 
 
-def calls(every: pl.DataFrame) -> pl.DataFrame:
+def calls(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """tool_calls' rows, with still_running (the output says the process outlived the call) for the
-    loss; built once per batch, for both."""
+    loss; built once per batch, for both. `turn_items`: a paginated thread's TurnItems (items.py)."""
     kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
-    more_calls, more_results = items.calls(every)  # a paginated thread's tool searches and tool items of their own
+    more_calls, more_results = items.calls(every, turn_items)  # a paginated thread's tool searches and tool items of their own
     calls = pl.concat([kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
         call_record_id="record_id", call_position="position", called_at="timestamp", input="tool_input",
@@ -223,7 +224,7 @@ def calls(every: pl.DataFrame) -> pl.DataFrame:
     return (
         calls.join(results, on=keys, how="left", maintain_order="left")
         .join(ends, on=keys, how="left", maintain_order="left")
-        .join(items.outcomes(every), on=keys, how="left", maintain_order="left")
+        .join(items.outcomes(every, turn_items), on=keys, how="left", maintain_order="left")
         .with_columns(
             tool_kind=pl.when(mcp.is_not_null()).then(pl.lit("other"))
             .otherwise(name.replace_strict(TOOL_KINDS, default="other", return_dtype=pl.String)),
@@ -330,7 +331,7 @@ def _meta(row: dict) -> str | None:
     return json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else None
 
 
-def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
+def lineage_evidence(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10). A
     spawning thread names the subagent thread it started, with the call: the output of a
     `spawn_agent` call (`{"agent_id": ...}`), a `collab_agent_spawn_end` event (`new_thread_id`) or a
@@ -353,7 +354,7 @@ def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
         child_session_key=pl.col("output_text").str.json_path_match("$.agent_id"), relation=pl.lit("spawned_by"),
         parent_session_key=parent, call_id="call_id", source=pl.lit("spawn_agent.agent_id"),
     ).filter(pl.col("child_session_key").is_not_null())
-    spawns = items.lineage_rows(every)  # a paginated thread's CollabAgentToolCall items of spawn_agent calls
+    spawns = items.lineage_rows(every, turn_items)  # a paginated thread's CollabAgentToolCall items of spawn_agent calls
     frame = pl.concat([shaped(f, WORK_SCHEMAS["lineage_evidence"]) for f in (forks, events, outputs, spawns)])
     return frame.unique(maintain_order=True)
 
