@@ -22,8 +22,8 @@ with decoded as (
     select
         file_idx, line,
         try(json_transform(text,
-            '{"timestamp": "VARCHAR", "ordinal": "VARCHAR", "type": "VARCHAR", "id": "VARCHAR", "record_type": "JSON", "payload": '
-            || codex_item_shape() || '}')) as e,
+            '{"timestamp": "VARCHAR", "ordinal": "VARCHAR", "type": "VARCHAR", "id": "VARCHAR", "record_type": "JSON", '
+            || '"payload": ' || codex_item_shape() || '}')) as e,
         starts_with(ltrim(text, ' ' || chr(9) || chr(13)), '{') as is_brace,
         text,
     from codex_input
@@ -138,7 +138,7 @@ fields as (
         -- a subagent thread the line says this one spawned (extended event_msg, reference §10)
         case when line_type = 'event_msg' and p.type = 'collab_agent_spawn_end' then p.new_thread_id end
             as spawned_thread,
-        -- (an inter-agent agent_message item's content too: formats/codex/converter.py keeps it for paginated files)
+        -- (and an inter-agent agent_message item's: formats/codex/converter.py keeps those of paginated files)
         case
             when p.type = 'message' then p.content
             when p.type = 'reasoning' then p.summary
@@ -153,14 +153,15 @@ fields as (
         } end as meta_mode,
         -- the TurnItem's JSON: sql/batch/codex_items.sql decodes those lines alone (formats/codex/converter.py)
         case when line_type = 'event_msg' and p.type = 'item_completed' then p.item end as item_json,
-        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.model end
-            as settings_model,
-        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.approval_policy end
-            as settings_approval_policy,
-        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.reasoning_effort end
-            as settings_reasoning_effort,
-        case when line_type = 'event_msg' and p.type = 'thread_settings_applied' then p.thread_settings.cwd end
-            as settings_cwd,
+        -- thread_settings_applied's settings that turn_context's config changes have, thread_goal_updated's goal
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.model end as settings_model,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.approval_policy end as settings_approval_policy,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.reasoning_effort end as settings_reasoning_effort,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.cwd end as settings_cwd,
         case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.objective end as goal_objective,
         case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.status end as goal_status,
         -- an inter-agent message (§14.4), an inter_agent_communication line or an agent_message item:

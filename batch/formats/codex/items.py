@@ -94,7 +94,8 @@ def parts(every: pl.DataFrame, turn_items: pl.DataFrame) -> list[pl.DataFrame]:
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("data"), schema=pl.lit(WORLD_STATE_SCHEMA),
         native_path=pl.lit("$.payload.state"),
     )
-    said = kept.filter((pl.col("line_type") == "inter_agent_communication") & pl.col("message_text").is_not_null()).select(
+    inter_agent = (pl.col("line_type") == "inter_agent_communication") & pl.col("message_text").is_not_null()
+    said = kept.filter(inter_agent).select(
         *base, part_index=pl.lit(0, pl.Int64), part_type=pl.lit("text"), text="message_text",
         native_path=pl.lit("$.payload.content"),
     )
@@ -209,7 +210,8 @@ def session_event_rows(every: pl.DataFrame) -> pl.DataFrame:
     """thread_settings_applied's settings as config changes (the fields turn_context's give), and
     thread_goal_updated's goal objective and status as session_info values, with the record, native
     type and JSON tables.session_events keeps; none from inherited context (not the thread's own)."""
-    kept = _paginated(every).filter(pl.col("is_record") & ~pl.col("is_inherited") & (pl.col("line_type") == "event_msg"))
+    own = pl.col("is_record") & ~pl.col("is_inherited")
+    kept = _paginated(every).filter(own & (pl.col("line_type") == "event_msg"))
     settings = kept.filter(pl.col("payload_type") == "thread_settings_applied").select(
         "record_id", native="text", **{field: f"settings_{field}" for field in SETTINGS_FIELDS},
     ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").with_columns(

@@ -113,7 +113,8 @@ def _message_copies(frame: pl.DataFrame, turn_items: pl.DataFrame) -> tuple[pl.D
     items = items.join(first, on="own_id", how="anti").filter(pl.col("kind") != "user")
     responses = responses.join(first, on=["file_idx", "line"], how="anti")
     by_turn = ["file_idx", "kind", "_turn"]
-    second = _nth(items, by_turn).join(_nth(responses, by_turn), on=[*by_turn, "n"]).select("file_idx", "line", "own_id")
+    second = _nth(items, by_turn).join(_nth(responses, by_turn), on=[*by_turn, "n"]) \
+        .select("file_idx", "line", "own_id")
     return pl.concat([first, second]).select(
         "file_idx", "line", pcopy_of="own_id", pcopy_reason=pl.lit(RESPONSE_COPY)
     ), None
@@ -227,7 +228,8 @@ def kinds(frame: pl.DataFrame) -> pl.DataFrame:
         author = pl.when(hit).then(pl.lit(a)).otherwise(author)
         origin = pl.when(hit).then(pl.lit(o, pl.String)).otherwise(origin)
     # lines after inherited context are in their own turn, not the last inherited one's
-    own_turn = pl.coalesce("end_turn_id", pl.when(~pl.col("is_inherited")).then("turn_id").forward_fill().over("file_idx"))
+    own_turn = pl.coalesce(
+        "end_turn_id", pl.when(~pl.col("is_inherited")).then("turn_id").forward_fill().over("file_idx"))
     inherits = pl.col("is_inherited").any().over("file_idx")
     return frame.with_columns(
         kind=kind, author=author, origin=origin,

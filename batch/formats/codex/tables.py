@@ -96,8 +96,8 @@ def parts(every: pl.DataFrame, blocks: pl.DataFrame, turn_items: pl.DataFrame) -
     frames = [from_blocks, encrypted, calls, results, events, *items.parts(every, turn_items)]
     frame = pl.concat([shaped(f.rename({"line": "source_line"}), PARTS.schema, keep=["file_idx"]) for f in frames])
     # an agent_message item's encrypted_content entry is as opaque as encrypted reasoning
-    frame = frame.with_columns(capture_state=pl.when(pl.col("part_type").is_in(["redacted_thinking", "encrypted_content"]))
-                               .then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
+    opaque = pl.col("part_type").is_in(["redacted_thinking", "encrypted_content"])
+    frame = frame.with_columns(capture_state=pl.when(opaque).then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
     return shaped(frame.sort("file_idx", "source_line", "part_index"), PARTS.schema)
 
 
@@ -195,13 +195,15 @@ def calls(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """tool_calls' rows, with still_running (the output says the process outlived the call) for the
     loss; built once per batch, for both. `turn_items`: a paginated thread's TurnItems (items.py)."""
     kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
-    more_calls, more_results = items.calls(every, turn_items)  # a paginated thread's tool searches and tool items of their own
+    # a paginated thread's tool searches and tool items of their own
+    more_calls, more_results = items.calls(every, turn_items)
     calls = pl.concat([kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
         call_record_id="record_id", call_position="position", called_at="timestamp", input="tool_input",
         native_status="native_status",
     ), more_calls], how="diagonal_relaxed").unique(["session_key", "call_id"], keep="first", maintain_order=True)
-    results = pl.concat([kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null()).select(
+    outputs = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null())
+    results = pl.concat([outputs.select(
         "session_key", "call_id", "meta_exit_code", "meta_duration_ms", "text_exit_code", "text_duration_ms",
         "still_running", result_record_id="record_id", result_position="position", result_at="timestamp",
     ), more_results], how="diagonal_relaxed").unique(["session_key", "call_id"], keep="first", maintain_order=True)
@@ -335,8 +337,8 @@ def lineage_evidence(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFr
     """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10). A
     spawning thread names the subagent thread it started, with the call: the output of a
     `spawn_agent` call (`{"agent_id": ...}`), a `collab_agent_spawn_end` event (`new_thread_id`) or a
-    paginated thread's CollabAgentToolCall item (`receiver_thread_ids`). The parent is the thread the line was written in (a forked child's replay of its parent's lines
-    names the parent, not the child)."""
+    paginated thread's CollabAgentToolCall item (`receiver_thread_ids`). The parent is the thread the
+    line was written in (a forked child's replay of its parent's lines names the parent, not the child)."""
     first = every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
     forks = first.filter(pl.col("forked_from_id").is_not_null()).select(
         child_session_key="session_key", relation=pl.lit("forked_from"), parent_session_key="forked_from_id",
