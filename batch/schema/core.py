@@ -97,8 +97,9 @@ RECORDS = Table(
         _c("session_key", STR, "stream of the record (sessions.session_key)"),
         _c("seq", I64, "1-based order of the record in its stream, by first-seen file position"),
         _c("kind", STR, "ASR record kind: message, tool_result, compaction, hook, session_info, config_change, "
-           "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment, error, "
-           "turn_stats (Claude Code turn_duration, a Codex turn's end), subagent (Entire SubagentStart, SubagentEnd), io.entire/compaction (an Entire Compaction "
+           "checkpoint, usage_summary, request_context, memory_change, queue_operation, progress, attachment (also a "
+           "Codex world_state), error, turn_stats (Claude Code turn_duration, a Codex turn's end), subagent (Entire "
+           "SubagentStart, SubagentEnd; a Codex SubAgentActivity item), io.entire/compaction (an Entire Compaction "
            "event: audit only), com.openai.codex/token_count (a Codex token_count event), "
            "com.openai.codex/token_usage_record (a Codex token_usage_record line: one response's usage), unknown"),
         _c("position", STR, POSITION_DOC + " (first-seen position of the record)"),
@@ -115,7 +116,8 @@ RECORDS = Table(
         _c("trigger_run_id", STR, "scheduledFireId of a scheduled turn"),
         _c("trigger_reason", STR, "fireReason of a scheduled turn"),
         _c("from_session_id", STR, "peer message: the sending session (origin.fromSession)"),
-        _c("from_address", STR, "peer message: the sender's address (origin.from)"),
+        _c("from_address", STR, "peer message: the sender's address (origin.from); a Codex inter-agent message's "
+           "author (an agent path such as /root/worker)"),
         _c("from_name", STR, "peer message: the sender's name (origin.name)"),
         _c("prompt_source", STR, "native promptSource (typed, queued, system, sdk)"),
         _c("status", STR, "withdrawn for a queued message pulled back by a queue-operation remove; reverted for a "
@@ -174,10 +176,12 @@ PARTS = Table(
         _c("tool_input", JSON, "tool_use.input", json=True),
         _c("is_error", BOOL, "tool_result.is_error (null when absent)"),
         _c("media_type", STR, "image or document source media type"),
-        _c("schema", STR, "for data parts: com.anthropic.claude-code/attachment/<attachment type>"),
+        _c("schema", STR, "for data parts: com.anthropic.claude-code/attachment/<attachment type>, or "
+           "com.openai.codex/world_state (a Codex world_state line's state)"),
         _c("capture_state", STR, "what is held (ASR-238): complete; empty (an attachment with no structured content); "
            "external (a tool output persisted to tool-results/, file present in the archive); truncated (that file is gone); "
-           "encrypted (a Codex reasoning item's encrypted_content: held verbatim in the record's native JSON, not readable)"),
+           "encrypted (a Codex reasoning item's encrypted_content, or an agent_message item's encrypted_content entry: "
+           "held verbatim in the JSON of the line the part names, not readable)"),
         _c("persisted_file", STR, "name of the tool-results/ file a persisted tool output points to"),
         _c("display_content", JSON, "an attachment's rendered text (UI rendering, `rendered`), kept apart from its data",
            json=True),
@@ -268,14 +272,18 @@ TOOL_CALLS = Table(
         _c("tool_kind", STR, "execute, edit, read, search, fetch or other (by name, registry entry)"),
         _c("mcp_server", STR, "server part of an MCP composite name mcp__<server>__<tool>"),
         _c("provider_kind", STR, "mcp for MCP tools (identity unknown), else null"),
-        _c("requested_by", STR, "model for tool_use blocks; user for `!` shell commands (<bash-input>)"),
+        _c("requested_by", STR, "model for tool_use blocks; user for `!` shell commands (<bash-input>) and a Codex "
+           "CommandExecution item of a user's shell command (source userShell)"),
         _c("status", STR, "completed, error, denied, interrupted, cancelled, or pending (no result in this capture)"),
-        _c("is_error", BOOL, "tool_result.is_error of the result; for Codex, exit_code is not 0 (null without exit_code)"),
+        _c("is_error", BOOL, "tool_result.is_error of the result; for Codex, exit_code is not 0, else the tool item's "
+           "status failed (an MCP call's error or result.isError), false when completed (null without either)"),
         _c("exit_code", I64, "the command's exit code where the transcript records one (Codex; Claude Code records none)"),
-        _c("exit_code_source", STR, "where exit_code was read: exec_command_end (a Codex event joined by call_id), "
+        _c("exit_code_source", STR, "where exit_code was read: command_execution (a Codex paginated thread's "
+           "CommandExecution item naming the call), exec_command_end (a Codex event joined by call_id), "
            "output_metadata (metadata.exit_code of an old shell output's JSON) or output_text (an \"Exit code: N\" "
            "or \"Process exited with code N\" header line of the output)"),
-        _c("duration_ms", I64, "the command's run time where the transcript records one: exec_command_end duration, "
+        _c("duration_ms", I64, "the command's run time where the transcript records one: a CommandExecution or "
+           "McpToolCall item's duration, exec_command_end duration, "
            "metadata.duration_seconds or a \"Wall time: X seconds\" header line, the first of those that has it"),
         _c("denial_kind", STR, "toolDenialKind of the result, which sets the status; for a result without "
            "toolDenialKind or permissionDecision, the kind its text marks in the same values: user-rejected, "
@@ -327,7 +335,8 @@ LINEAGE = Table(
            "lineage loss"),
         _c("evidence_detail", STR, "which native fields establish the edge: entire.tasks, sidecar.toolUseId, tool_result.agentId, "
            "progress.agentId, tool_use.prompt, entire.previous_session_id, spawn_agent.agent_id, "
-           "collab_agent_spawn_end.new_thread_id, session_meta.forked_from_id, session_meta.history_base"),
+           "collab_agent_spawn_end.new_thread_id, CollabAgentToolCall.receiver_thread_ids, session_meta.forked_from_id, "
+           "session_meta.history_base"),
         _c("reason", STR, "for continues: why the session continues the other; other for Entire's previous_session_id, "
            "which does not say; null for the other relations"),
         _c("parent_ordinal_exclusive", I64, "for a Codex fork: where the child's history stops in its parent, as its "
@@ -407,7 +416,9 @@ SESSION_EVENTS = Table(
         _c("field", STR, "title, agent_name, tag, last_prompt, pr_link, continued_in, worktree, permission_mode, mode, "
            "or state (running, idle, ended: Entire TurnStart, TurnEnd, SessionEnd; running, idle: Codex "
            "task_started, task_complete or turn_aborted); a Codex turn_context's model, approval_policy, "
-           "sandbox_policy (its JSON when an object), reasoning_effort (effort) and cwd (config_change)"),
+           "sandbox_policy (its JSON when an object), reasoning_effort (effort) and cwd (config_change), and a "
+           "thread_settings_applied's model, approval_policy, reasoning_effort and cwd; goal and goal_status (a Codex "
+           "thread_goal_updated's objective and status, session_info)"),
         _c("value", STR, "the new value"),
         _c("previous_value", STR, "the value it replaced in this stream (null for the first)"),
         _c("title_source", STR, "for titles: model (ai-title), user (custom-title) or summary (a summary of this stream's leaf)"),

@@ -16,29 +16,31 @@ PLANS = Table(
     "entryId, owner and blockedBy). The items of an items plan are rows of plan_items.",
     (
         col("record_id", STR, "record holding the plan: the response with the tool call, the task_reminder "
-            "attachment, or the user record carrying a todos snapshot"),
+            "attachment, the user record carrying a todos snapshot, or a Codex Plan item"),
         col("session_key", STR, "stream of the record"),
         col("call_id", STR, "tool_use.id of the plan tool call; null for attachments and todos snapshots"),
         col("tool_name", STR, "ExitPlanMode, TodoWrite, TaskCreate, TaskUpdate, TaskList or TaskGet; null when "
             "the row is not a tool call"),
         col("plan_source", STR, "where the row was read: tool_call, task_reminder (attachment listing the task "
             "list) or todos_snapshot (the `todos` state a user line carries, kept only when it differs from the "
-            "stream's previous todo state)"),
+            "stream's previous todo state), or plan_item (a Codex paginated thread's Plan item)"),
         col("plan_id", STR, "plan identity, deterministic: ExitPlanMode → the plan file name without extension "
             "(~/.claude/plans/<slug>.md → <slug>), else the record's slug (which names plan files), else the "
             "call_id; TodoWrite and todos snapshots → `todos:<sessionId>-agent-<agentId>`, the stem of Claude "
             "Code's todo file (~/.claude/todos/…json; agentId is the sessionId for a main session and "
             "`sidechain-<root uuid>` for an inline 1.0.x sidechain); Task tools and task_reminder → "
             "`tasks:<sessionId>`, the default task-list folder (~/.claude/tasks/<sessionId>/), shared by a "
-            "session and its subagents"),
-        col("plan_type", STR, "document (ExitPlanMode) or items (TodoWrite, Task tools, task_reminder, todos)"),
-        col("op", STR, "what the row does to the plan: replace (the whole plan written: ExitPlanMode, TodoWrite), "
+            "session and its subagents; a Codex Plan item → its id"),
+        col("plan_type", STR, "document (ExitPlanMode, a Codex Plan item) or items (TodoWrite, Task tools, "
+            "task_reminder, todos)"),
+        col("op", STR, "what the row does to the plan: replace (the whole plan written: ExitPlanMode, TodoWrite, a "
+            "Codex Plan item), "
             "snapshot (the whole list as observed: TaskList, task_reminder, todos), create (TaskCreate), "
             "update (TaskUpdate) or read (TaskGet)"),
         col("source", STR, "plan file the document plan was written to (ExitPlanMode toolUseResult.filePath); "
             "null when not recorded"),
         col("content", STR, "document plan text: ExitPlanMode input.plan, else toolUseResult.plan; null when "
-            "neither holds it (2.1.x writes the plan to the file only)"),
+            "neither holds it (2.1.x writes the plan to the file only); a Codex Plan item's text"),
         col("item_count", I64, "rows of plan_items for this row (items listed or touched); null for a document plan"),
         col("call_status", STR, "status of the tool call (tool_calls.status: completed, error, denied, cancelled, "
             "interrupted, pending); null when the row is not a tool call"),
@@ -48,7 +50,7 @@ PLANS = Table(
         col("result_native", JSON, "toolUseResult of the call, verbatim (oldTodos/newTodos, {task}, "
             "{success, taskId, updatedFields, statusChange}, {tasks}, {plan, isAgent, filePath})", json=True),
         col("native", JSON, "the native object the row came from, verbatim: the tool_use block, the attachment "
-            "object, or the user line's todos array", json=True),
+            "object, the user line's todos array, or a Codex Plan item", json=True),
     ),
 )
 

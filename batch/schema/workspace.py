@@ -59,20 +59,23 @@ FILE_CHANGES = Table(
     "else that Claude Code observed. bashEditDiff lists the files a Bash command changed: one row per "
     "file, with moreFiles normalized as the registry says.",
     (
-        col("record_id", STR, "record holding the fact: the tool result record, or the attachment record"),
+        col("record_id", STR, "record holding the fact: the tool result record (for a Codex FileChange item, the "
+            "result of the call it names, else the item's own record), or the attachment record"),
         col("session_key", STR, "stream of the record"),
         col("call_id", STR, "tool_use.id of the call that caused the change; null for edited_text_file"),
         col("seq", I64, "seq of the record in its stream (records.seq)"),
         col("file_index", I64, "0-based index of the file within the record (bashEditDiff lists several)"),
         col("source", STR, "where the fact was read: tool_result (Edit/Write/MultiEdit/NotebookEdit), "
-            "bash_edit_diff (toolUseResult.bashEditDiff) or edited_text_file (attachment)"),
+            "bash_edit_diff (toolUseResult.bashEditDiff), edited_text_file (attachment) or file_change (a Codex "
+            "paginated thread's FileChange item, one row per path)"),
         col("tool_name", STR, "name of the tool whose call caused the change; null for edited_text_file"),
         col("path", STR, "file path: filePath of the result (else input file_path or notebook_path), a "
             "bashEditDiff changedFiles/files[].filePath entry, or the attachment's filename; null for a "
             "bashEditDiff that lists no file but reports more files"),
         col("change_kind", STR, "edit (Edit, MultiEdit), create or update (Write, from its result type), "
             "write (Write without a result type), notebook_edit, bash_edit (a bashEditDiff file), create or "
-            "delete (a bashEditDiff file flagged created or deleted), external_edit (edited_text_file)"),
+            "delete (a bashEditDiff file flagged created or deleted), external_edit (edited_text_file); create, "
+            "delete or update for a FileChange path of type add, delete or update"),
         col("cause_actor", STR, "who caused the change: model (a tool call) or external (edited_text_file: "
             "a change made outside Claude Code)"),
         col("is_observed", BOOL, "true when Claude Code observed the change rather than made it "
@@ -87,7 +90,7 @@ FILE_CHANGES = Table(
             "normalized)", json=True),
         col("changed_at", TS, "timestamp of the record"),
         col("native", JSON, "the native object: the toolUseResult (tool_result; null when the transcript "
-            "kept none), the bashEditDiff object, or the attachment", json=True),
+            "kept none), the bashEditDiff object, the attachment, or a FileChange path's change object", json=True),
     ),
 )
 

@@ -14,12 +14,16 @@
 -- another JSON type than its shape's reads as null, or as its JSON text where the shape says VARCHAR
 -- (as `->>` reads it); the line is kept verbatim in records.native whatever it holds. The exit code
 -- and run time of a command are read from its exec_command_end event or its output (outcomes below).
+-- Paginated threads (§14.3, §14.4): each line's top-level `ordinal` and the fields of the newer line
+-- kinds are read in the same decode, an item_completed event's TurnItem as its JSON (`item_json`,
+-- decoded by sql/batch/codex_items.sql for those lines alone); the file's mode and its
+-- inherited-context cutoff are its first session_meta's (`inherited`, `threaded`).
 with decoded as (
     select
         file_idx, line,
         try(json_transform(text,
-            '{"timestamp": "VARCHAR", "type": "VARCHAR", "id": "VARCHAR", "record_type": "JSON", "payload": '
-            || codex_item_shape() || '}')) as e,
+            '{"timestamp": "VARCHAR", "ordinal": "VARCHAR", "type": "VARCHAR", "id": "VARCHAR", "record_type": "JSON", '
+            || '"payload": ' || codex_item_shape() || '}')) as e,
         starts_with(ltrim(text, ' ' || chr(9) || chr(13)), '{') as is_brace,
         text,
     from codex_input
@@ -51,7 +55,7 @@ enveloped as (
 
 kinds as (
     select
-        file_idx, line, is_json, is_object, enveloped, e,
+        file_idx, line, is_json, is_object, enveloped, e, text,
         case
             when not is_object then null
             when enveloped and e.type is not null then e.type
@@ -104,6 +108,7 @@ fields as (
                 case when json_valid(p.arguments) then p.arguments else to_json(p.arguments) end
             when p.type = 'custom_tool_call' then to_json(p.input)
             when p.type in ('local_shell_call', 'web_search_call') then json(p.action)
+            when p.type = 'tool_search_call' then json(p.arguments)
         end as tool_input,
         case when enveloped then p.status end as native_status,
         -- exec_command_end (extended files, §6): the command's exit code and duration {secs, nanos}
@@ -116,6 +121,7 @@ fields as (
             when starts_with(p.output, '"') then p.output ->> '$'
             when starts_with(p.output, '[') then array_to_string(
                 list_filter(json_extract_string(p.output, '$[*].text'), lambda x: x is not null), '\n')
+            when line_type = 'response_item' and p.type = 'tool_search_output' then cast(p.tools as varchar)
         end as output_text,
         -- the text an event copy repeats: user_message and agent_message `message`, agent_reasoning `text`
         case
@@ -132,7 +138,44 @@ fields as (
         -- a subagent thread the line says this one spawned (extended event_msg, reference §10)
         case when line_type = 'event_msg' and p.type = 'collab_agent_spawn_end' then p.new_thread_id end
             as spawned_thread,
-        case p.type when 'message' then p.content when 'reasoning' then p.summary end as blocks,
+        -- (and an inter-agent agent_message item's: formats/codex/converter.py keeps those of paginated files)
+        case
+            when p.type = 'message' then p.content
+            when p.type = 'reasoning' then p.summary
+            when p.type = 'agent_message' and line_type = 'response_item' then p.content
+        end as blocks,
+        -- paginated threads and the newer kinds (§14.3, §14.4)
+        try_cast(e.ordinal as bigint) as ordinal,
+        case when line_type = 'session_meta' then {
+            'history_mode': coalesce(p.history_mode, 'legacy'),
+            'history_start': try_cast(p.subagent_history_start_ordinal as bigint),
+            'parent_thread': coalesce(p.source ->> '$.subagent.thread_spawn.parent_thread_id', p.parent_thread_id),
+        } end as meta_mode,
+        -- the TurnItem's JSON: sql/batch/codex_items.sql decodes those lines alone (formats/codex/converter.py)
+        case when line_type = 'event_msg' and p.type = 'item_completed' then p.item end as item_json,
+        -- thread_settings_applied's settings that turn_context's config changes have, thread_goal_updated's goal
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.model end as settings_model,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.approval_policy end as settings_approval_policy,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.reasoning_effort end as settings_reasoning_effort,
+        case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
+            then p.thread_settings.cwd end as settings_cwd,
+        case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.objective end as goal_objective,
+        case when line_type = 'event_msg' and p.type = 'thread_goal_updated' then p.goal.status end as goal_status,
+        -- an inter-agent message (§14.4), an inter_agent_communication line or an agent_message item:
+        -- its author and recipient (agent paths), its text: its content entries' texts (an agent_message
+        -- item's entries are its blocks), or a content that is a string (read from the line, these lines alone)
+        case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
+            then p.author end as message_author,
+        case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
+            then p.recipient end as message_recipient,
+        case when line_type = 'inter_agent_communication' or (line_type = 'response_item' and p.type = 'agent_message')
+            then coalesce(
+                array_to_string(list_filter(list_transform(p.content, lambda b: b.text), lambda x: x is not null), '\n'),
+                json_extract_string(text, '$.payload.content'))
+        end as message_text,
         -- token_count (§9): the five classic fields of the running total and of the last response
         try_cast(p.info.total_token_usage.input_tokens as bigint) as total_input,
         try_cast(p.info.total_token_usage.cached_input_tokens as bigint) as total_cached,
@@ -203,6 +246,10 @@ owned as (
             as own_created_at,
         last_value(case when line_type = 'session_meta' then meta_id end ignore nulls)
             over (partition by file_idx order by line rows between unbounded preceding and current row) as latest_thread,
+        -- the file's history mode and inherited-context cutoff (§14.3, §14.5): its first session_meta's
+        first_value(meta_mode ignore nulls)
+            over (partition by file_idx order by line rows between unbounded preceding and unbounded following)
+            as own_mode,
     from outcomes
 ),
 
@@ -231,16 +278,34 @@ own_turns as (
     group by o.file_idx
 ),
 
+-- A paginated subagent file may hold context it inherited from its parent thread: its lines whose
+-- ordinal is below its session_meta's subagent_history_start_ordinal (§14.5), its own session_meta
+-- excepted. They are the parent's, as a fork's copy is.
+inherited as (
+    select
+        * exclude (own_mode, meta_mode),
+        coalesce(own_mode.history_mode = 'paginated', false) as is_paginated,
+        coalesce(
+            own_mode.history_mode = 'paginated' and ordinal < own_mode.history_start
+                and not (line_type = 'session_meta' and meta_id is not distinct from own_thread),
+            false
+        ) as is_inherited,
+        own_mode.parent_thread as own_parent_thread,
+    from owned
+),
+
 -- the thread a line was written in: the file's own, or within the copy the latest session_meta's (the
--- parent's), so that a copied token_count has the parent's thread in both files
+-- parent's), so that a copied token_count has the parent's thread in both files; an inherited line's
+-- is the parent thread the file's session_meta names
 threaded as (
     select
-        o.* exclude (latest_thread, own_created_at, meta_created_at),
+        o.* exclude (latest_thread, own_created_at, meta_created_at, own_parent_thread),
         case
+            when o.is_inherited and o.own_parent_thread is not null then o.own_parent_thread
             when o.line >= s.copy_start and o.line < coalesce(t.copy_end, o.line + 1) then o.latest_thread
             else o.own_thread
         end as thread,
-    from owned as o
+    from inherited as o
     left join spans as s using (file_idx)
     left join own_turns as t using (file_idx)
 ),
@@ -264,7 +329,7 @@ keyed as (
 )
 
 select
-    *,
+    * exclude (ordinal),  -- read for the inherited context above; the line keeps it (records.native)
     case when usage_key is not null then 'codex:usage:' || left(sha256(usage_key), 32) end as usage_id,
     -- placeholders (§9.3.4, §9.6): last input and output both 0 is not a response
     usage_key is not null and not (last_input = 0 and last_output = 0) as is_response,

@@ -6,8 +6,9 @@
 -- that disagree), progress_field with agent_progress lines only, content_match for an inline 1.0.x
 -- sidechain matched by prompt text. A subagent of an Entire
 -- checkpoint's tasks/<tool use id>/ folder is spawned by that call (evidence native_structure). A
--- Codex subagent thread is spawned by the call whose output (spawn_agent agent_id) or end event
--- (collab_agent_spawn_end new_thread_id) names it: native_field when the thread's own session_meta
+-- Codex subagent thread is spawned by the call whose output (spawn_agent agent_id), end event
+-- (collab_agent_spawn_end new_thread_id) or item (a paginated thread's CollabAgentToolCall
+-- receiver_thread_ids) names it: native_field when the thread's own session_meta
 -- names the session of that call as its parent thread, native_field_partial otherwise.
 -- A call can be held by several streams (a fork or a forked Codex subagent copies its parent's
 -- lines): the spawning call is the copy in the stream the child's own transcript names as its parent,
@@ -69,7 +70,9 @@ spawned as (
         bool_or(source in ('sidecar.toolUseId', 'tool_result.agentId')) as has_one_entry_field,
         bool_or(source = 'progress.agentId') as has_progress,
         bool_or(source = 'entire.tasks') as has_structure,
-        bool_or(source in ('spawn_agent.agent_id', 'collab_agent_spawn_end.new_thread_id')) as has_thread_call,
+        bool_or(source in (
+            'spawn_agent.agent_id', 'collab_agent_spawn_end.new_thread_id', 'CollabAgentToolCall.receiver_thread_ids'
+        )) as has_thread_call,
         min(parent_session_key) filter (where parent_session_key <> child_session_key) as reported_parent,
         min(role) as role,
         string_agg(distinct source, ',' order by source) as evidence_detail,

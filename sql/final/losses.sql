@@ -115,7 +115,7 @@ final as (
         s.session_key,
         'lineage',
         case
-            when l.evidence = 'native_field_partial' and l.evidence_detail similar to '.*(spawn_agent|collab_agent_spawn_end).*'
+            when l.evidence = 'native_field_partial' and l.evidence_detail similar to '.*(spawn_agent|collab_agent_spawn_end|CollabAgentToolCall).*'
                 then 'the call that names this Codex subagent thread is not in the session its session_meta names '
                     || 'as its parent thread: lineage.evidence native_field_partial'
             else case l.evidence

@@ -41,7 +41,7 @@ def responses(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> dict[str, pl.DataFrame]:
     src = tmp_path_factory.mktemp("codex") / "codex"
-    shutil.copytree(CODEX, src, ignore=shutil.ignore_patterns("records"))  # authored: tests/mapping/test_codex_records.py
+    shutil.copytree(CODEX, src, ignore=shutil.ignore_patterns("records", "paginated"))  # authored: test_codex_records.py, test_codex_paginated.py
     out = src.parent / "out"
     batch.convert([src], out)
     return {**read_tables(out), "manifest": json.loads((out / "manifest.json").read_text())}

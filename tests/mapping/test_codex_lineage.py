@@ -259,7 +259,7 @@ def test_without_the_parents_file_no_thread_is_its_own_parent(tmp_path):
 
 def test_no_real_codex_session_is_its_own_parent(tmp_path):
     src = tmp_path / "codex"
-    shutil.copytree(FIXTURES / "codex", src, ignore=shutil.ignore_patterns("records"))  # real files only
+    shutil.copytree(FIXTURES / "codex", src, ignore=shutil.ignore_patterns("records", "paginated"))  # real files only
     batch.convert([src], tmp_path / "out")
     t = read_tables(tmp_path / "out")
     for table in ("sessions", "lineage"):

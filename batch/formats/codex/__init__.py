@@ -10,15 +10,18 @@ The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Code
    tells the history each one continues (history_base, §14.5).
 2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
    event_msg copy of a response item's text, a token_count repeating an earlier pair), or a reject;
-   `rollouts.mark` marks a reverted branch's records, `usage.select` the usage each line gives (a
-   token_usage_record's response, else a token_count's pair where its file has no records, §14.4).
+   in a paginated thread (§14.3) `paginated.py` says which of an item_completed item and its response
+   copy is the record, and the kinds of the newer line kinds (§14.4); `rollouts.mark` marks a reverted
+   branch's records, `usage.select` the usage each line gives (a token_usage_record's response, else a
+   token_count's pair where its file has no records, §14.4).
 3. `tables.py` builds records, parts, source_lines, rejects, tool_calls (with the exit code and run
    time of a command, §5-§6), session_events (turn starts and ends as the state running and idle)
    and the work tables the final stage reads: session_streams, inference_candidates (one response
    per response_id of a token_usage_record, else per distinct pair of cumulative and last usage,
    §9.6: `usage.py`), lineage_evidence (forked_from_id; history_base: `rollouts.py`), source_losses
    (encrypted reasoning, shell exit codes not read) and first_prompts (by sql/batch/first_prompts.sql,
-   as for Claude Code).
+   as for Claude Code); `items.py` adds the rows of a paginated thread's items (parts, calls and their
+   outcomes, file_changes by sql/batch/codex_file_changes.sql, plans, session events, lineage).
 """
 
 from batch.formats.codex.converter import FORMAT, convert

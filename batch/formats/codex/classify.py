@@ -14,11 +14,15 @@ One session can be read from two copies of its rollout: the file and the copy an
 holds (a prefix of it, redacted). One copy is kept (`stream_rank` 0: full before redacted, then the
 longer, then by name); a line of another copy at a position the kept copy holds is a duplicate of the
 record there (reason `stream_copy`), and its lines past the kept copy's end are records.
+A paginated thread (§14.3) writes its texts as item_completed items beside their response items, and
+its tool items beside the response calls: paginated.py says which line of each is the record.
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from batch.formats.codex import paginated
 
 # event_msg copies: the kind of item each repeats, and the side it is written on
 COPIES = {"user_message": "user", "agent_message": "assistant", "agent_reasoning": "reasoning"}
@@ -38,9 +42,10 @@ CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_ca
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 
 
-def lines(frame: pl.DataFrame) -> pl.DataFrame:
+def lines(frame: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """The batch's lines (decoded, with source_file and session_key) with their fate:
-    is_record, kind, author, origin, record_id, status, reason, dup_of."""
+    is_record, kind, author, origin, record_id, status, reason, dup_of. `turn_items`: the TurnItem of
+    each item_completed line (paginated.py)."""
     frame = frame.sort("file_idx", "line").with_columns(
         ok=pl.col("reason").is_null(),
         # a thread's later rollout (thread/revert, rollouts.py) numbers its lines apart from the first's
@@ -51,19 +56,21 @@ def lines(frame: pl.DataFrame) -> pl.DataFrame:
     )
     frame = _pair_copies(frame)
     frame = _repeats(frame)
-    dup = pl.col("copy_of").is_not_null() | pl.col("repeat_of").is_not_null()
+    frame = paginated.copies(frame, turn_items, calls=CALLS, results=RESULTS)
+    dup = pl.col("copy_of").is_not_null() | pl.col("repeat_of").is_not_null() | pl.col("pcopy_of").is_not_null()
     frame = frame.with_columns(
         is_record=pl.col("ok") & ~dup,
         status=pl.when(~pl.col("ok")).then(pl.lit("rejected")).when(dup).then(pl.lit("duplicate"))
         .otherwise(pl.lit("mapped")),
         reason=pl.when(pl.col("copy_of").is_not_null()).then(pl.lit("event_copy"))
         .when(pl.col("repeat_of").is_not_null()).then(pl.lit("token_count_repeat"))
+        .when(pl.col("pcopy_of").is_not_null()).then("pcopy_reason")
         .otherwise("reason"),
     ).with_columns(
         record_id=pl.when(pl.col("is_record")).then("own_id")
-        .otherwise(pl.coalesce("copy_of", "repeat_of")),
+        .otherwise(pl.coalesce("copy_of", "repeat_of", "pcopy_of")),
     )
-    return _kinds(_stream_copies(frame))
+    return paginated.kinds(_kinds(_stream_copies(frame)))
 
 
 def _stream_copies(frame: pl.DataFrame) -> pl.DataFrame:

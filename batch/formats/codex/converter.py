@@ -9,8 +9,10 @@ import polars as pl
 
 from batch import sql
 from batch.formats.base import Converted
-from batch.formats.codex import classify, rollouts, tables, usage
+from batch.formats.codex import classify, items, rollouts, tables, usage
 from batch.formats.lines import LINE_TOO_LONG, read_lines
+from batch.schema.plans import PLANS
+from batch.schema.workspace import FILE_CHANGES
 from batch.sources.base import Stream
 from batch.sources.codex import FORMAT, rollout_id
 
@@ -32,6 +34,7 @@ def convert(
         decoded = sql.frame(con, "codex_lines")
     finally:
         con.unregister("codex_input")
+    decoded, turn_items = _items(con, decoded)
     blocks = _blocks(decoded)
     decoded = decoded.drop("blocks")
     heads, usage_records = _facts(con, lines, decoded)
@@ -52,12 +55,13 @@ def convert(
             detail=pl.when(too_long).then(pl.format(
                 "a line of {} bytes needs more memory than this run may use (--memory-mb)", pl.col("byte_length")
             )).otherwise("detail"),
-        )
+        ),
+        turn_items,
     )
     every = usage.select(rollouts.mark(every), usage_records)
     records = tables.records(every)
-    parts = tables.parts(every, blocks)
-    calls = tables.calls(every)
+    parts = tables.parts(every, blocks, turn_items)
+    calls = tables.calls(every, turn_items)
     out = {
         "records": records,
         "parts": parts,
@@ -70,9 +74,12 @@ def convert(
             tables.inference_candidates(every), usage.record_candidates(every), records
         ),
         "session_streams": rollouts.session_streams(tables.session_streams(every, streams), every),
-        "lineage_evidence": pl.concat([tables.lineage_evidence(every), rollouts.lineage_evidence(every)]),
+        "lineage_evidence": pl.concat([tables.lineage_evidence(every, turn_items), rollouts.lineage_evidence(every)]),
         "source_losses": tables.source_losses(every, calls),
         "first_prompts": _first_prompts(con, records, parts),
+        # a paginated thread's FileChange and Plan items (items.py)
+        "file_changes": _file_changes(con, items.file_change_items(every, turn_items, records)),
+        "plans": tables.shaped(items.plans(every, turn_items), PLANS.schema),
     }
     return Converted(out, _inputs(streams, read, lines, every), [
         (s.name, error) for s, error in zip(streams, read.errors) if error is not None
@@ -93,6 +100,21 @@ def _facts(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, decoded: pl.Data
         con.unregister("codex_fact_lines")
 
 
+def _items(con: duckdb.DuckDBPyConnection, decoded: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The decoded lines with `item_type` in place of the TurnItem's JSON, and the TurnItems of the
+    item_completed lines (file_idx, line, item), decoded for those lines alone (sql/batch/codex_items.sql)
+    and kept apart: a struct column on every line would weigh on every step over the lines."""
+    sql.register(con, "codex_item_lines", decoded.filter(pl.col("item_json").is_not_null())
+                 .select("file_idx", "line", "item_json"))
+    try:
+        turn_items = sql.frame(con, "codex_items")
+    finally:
+        con.unregister("codex_item_lines")
+    types = turn_items.select("file_idx", "line", item_type=pl.col("item").struct.field("type"))
+    lines = decoded.drop("item_json").join(types, on=["file_idx", "line"], how="left", maintain_order="left")
+    return lines, turn_items
+
+
 def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
     """Each stream's first prompt, by the statement the Claude Code converter runs (sql/batch/first_prompts.sql)."""
     sql.register(con, "records_full", records)
@@ -104,14 +126,25 @@ def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts:
         con.unregister("batch_parts")
 
 
+def _file_changes(con: duckdb.DuckDBPyConnection, changed: pl.DataFrame) -> pl.DataFrame:
+    """One row per path a FileChange item changed (sql/batch/codex_file_changes.sql)."""
+    sql.register(con, "codex_file_change_items", changed)
+    try:
+        return tables.shaped(sql.frame(con, "codex_file_changes"), FILE_CHANGES.schema)
+    finally:
+        con.unregister("codex_file_change_items")
+
+
 def _blocks(decoded: pl.DataFrame) -> pl.DataFrame:
     """One row per content block of a message item (`content[]`) and per summary entry of a reasoning
-    item (`summary[]`): the parts of their records, with the native path of each."""
-    items = decoded.filter(pl.col("blocks").is_not_null()).select(
+    item (`summary[]`): the parts of their records, with the native path of each; and of a paginated
+    thread's inter-agent agent_message item (`content[]`, paginated.py)."""
+    inter_agent = pl.col("payload_type") == "agent_message"
+    items = decoded.filter(pl.col("blocks").is_not_null() & (~inter_agent | pl.col("is_paginated"))).select(
         "file_idx", "line", "blocks", item_type="payload_type",
         block_index=pl.int_ranges(pl.col("blocks").list.len(), dtype=pl.Int64),
         path=pl.when(pl.col("enveloped")).then(pl.lit("$.payload")).otherwise(pl.lit("$"))
-        + pl.when(pl.col("payload_type") == "message").then(pl.lit(".content[")).otherwise(pl.lit(".summary[")),
+        + pl.when(pl.col("payload_type") == "reasoning").then(pl.lit(".summary[")).otherwise(pl.lit(".content[")),
     )
     return items.explode("blocks", "block_index").filter(pl.col("block_index").is_not_null()).select(
         "file_idx", "line", "block_index", "item_type",

@@ -27,7 +27,9 @@ COVERAGE = {
                           "token_usage_record lines, history_base references, thread/revert rollouts and "
                           "migrated rollouts (authored from the reference, no real file)",
                           "legacy pre-0.32 rollouts", "TypeScript CLI .json rollouts (not read)",
-                          "exit codes of plain-text tool outputs and of exec_command_end events", "turn_aborted"],
+                          "exit codes of plain-text tool outputs and of exec_command_end events", "turn_aborted",
+                          "paginated threads (history_mode paginated, item_completed items, ordinal, inherited "
+                          "subagent context) and the line kinds of 0.13x and later: authored fixtures only"],
 }
 
 

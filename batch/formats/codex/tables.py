@@ -6,6 +6,7 @@ import json
 
 import polars as pl
 
+from batch.formats.codex import items
 from batch.formats.codex.classify import (
     CALLS, COPIES, RESULTS, TOKEN_COUNT_KIND, TURN_ENDS, TURN_STARTS, USAGE_RECORD_KIND,
 )
@@ -22,6 +23,8 @@ TOOL_KINDS = {
     "shell": "execute", "container.exec": "execute", "exec_command": "execute", "write_stdin": "execute",
     "local_shell": "execute", "apply_patch": "edit", "view_image": "read", "web_search": "fetch",
     "tool_search": "search",
+    # a paginated thread's tool item with no response call (a user's shell command), by its item type
+    "CommandExecution": "execute", "FileChange": "edit", "WebSearch": "fetch",
 }
 CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search"}
 ENCRYPTED_DETAIL = (
@@ -57,12 +60,14 @@ def records(every: pl.DataFrame) -> pl.DataFrame:
         record_source=pl.lit("transcript"), cwd="cwd_now", version="version", native="text",
         # a line of a fork's copy of its parent's history (codex_lines.sql: thread)
         copied_from_session_id=pl.when(pl.col("thread") != pl.col("own_thread")).then("thread"),
+        from_address="from_address",  # an inter-agent message's author (paginated.kinds)
     )
     return shaped(frame, RECORDS.schema)
 
 
-def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
-    """Content blocks of message and reasoning items; one part per call, result, unpaired event copy, summary."""
+def parts(every: pl.DataFrame, blocks: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
+    """Content blocks of message and reasoning items; one part per call, result, unpaired event copy, summary;
+    the parts of a paginated thread's items and newer kinds (items.parts, `turn_items` its TurnItems)."""
     kept = every.filter(pl.col("is_record"))
     base = ["file_idx", "line", "record_id", "session_key", "source_file"]
     root = pl.when(pl.col("enveloped")).then(pl.lit("$.payload")).otherwise(pl.lit("$"))
@@ -94,10 +99,12 @@ def parts(every: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
         text="event_text",
         native_path=pl.when(ptype == "agent_reasoning").then(pl.lit("$.payload.text")).otherwise(pl.lit("$.payload.message")),
     )
-    frames = [from_blocks, encrypted, calls, results, events]  # a compaction's summary is no part (compactions)
+    # a compaction's summary is no part (compactions)
+    frames = [from_blocks, encrypted, calls, results, events, *items.parts(every, turn_items)]
     frame = pl.concat([shaped(f.rename({"line": "source_line"}), PARTS.schema, keep=["file_idx"]) for f in frames])
-    frame = frame.with_columns(capture_state=pl.when(pl.col("part_type") == "redacted_thinking")
-                               .then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
+    # an agent_message item's encrypted_content entry is as opaque as encrypted reasoning
+    opaque = pl.col("part_type").is_in(["redacted_thinking", "encrypted_content"])
+    frame = frame.with_columns(capture_state=pl.when(opaque).then(pl.lit("encrypted")).otherwise(pl.lit("complete")))
     return shaped(frame.sort("file_idx", "source_line", "part_index"), PARTS.schema)
 
 
@@ -110,8 +117,9 @@ def _tool_name() -> pl.Expr:
 
 def compactions(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     """A `compacted` line is a full compaction (reference §7): its `message` the summary, as the Claude
-    Code entry's compact summary is not a message (ASR-373); empty for a remote compaction (null here)."""
-    kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "compacted")).select(
+    Code entry's compact summary is not a message (ASR-373); empty for a remote compaction (null here).
+    A paginated thread's ContextCompaction item that no `compacted` line records is one, without summary."""
+    kept = every.filter(pl.col("is_record") & (pl.col("kind") == "compaction")).select(
         "record_id", "text", summary=pl.when(pl.col("compacted_text") != "").then("compacted_text"),
     )
     frame = records.select("record_id", "session_key", "seq", "position", "timestamp").join(kept, on="record_id").select(
@@ -132,26 +140,30 @@ def session_events(records: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
     """Turn starts and ends as the state running and idle (classify.TURN_STARTS, TURN_ENDS), as an Entire
     TurnStart and TurnEnd set it; the settings of each turn_context (CONTEXT_FIELDS) as config changes.
     In file order, per field, a value repeating the one before it is no change (Codex writes a
-    turn_context before every request or turn, mostly the same)."""
+    turn_context before every request or turn, mostly the same). A paginated thread's settings applied and
+    goals (items.session_event_rows) join them; context a subagent inherited is not its own (no row)."""
     states = {**TURN_STARTS, **TURN_ENDS}
+    own = pl.col("is_record") & ~pl.col("is_inherited")
     turns = every.filter(
-        pl.col("is_record") & (pl.col("line_type") == "event_msg") & pl.col("payload_type").is_in(list(states))
+        own & (pl.col("line_type") == "event_msg") & pl.col("payload_type").is_in(list(states))
     ).select("record_id", event_kind=pl.lit("session_info"), field=pl.lit("state"),
-             value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String), native="text")
-    contexts = every.filter(pl.col("is_record") & (pl.col("line_type") == "turn_context")).select(
+             value=pl.col("payload_type").replace_strict(states, return_dtype=pl.String),
+             native_type=pl.lit("event_msg"), native="text")
+    contexts = every.filter(own & (pl.col("line_type") == "turn_context")).select(
         "record_id", native="text", **CONTEXT_FIELDS,
     ).unpivot(index=["record_id", "native"], variable_name="field", value_name="value").filter(
         pl.col("value").is_not_null()
-    ).select("record_id", event_kind=pl.lit("config_change"), field="field", value="value", native="native")
-    native_type = pl.when(pl.col("event_kind") == "config_change").then(pl.lit("turn_context")).otherwise(pl.lit("event_msg"))
+    ).select("record_id", event_kind=pl.lit("config_change"), field="field", value="value",
+             native_type=pl.lit("turn_context"), native="native")
     frame = (
-        records.select("record_id", "session_key", "seq").join(pl.concat([turns, contexts]), on="record_id")
+        records.select("record_id", "session_key", "seq")
+        .join(pl.concat([turns, contexts, items.session_event_rows(every)]), on="record_id")
         .sort("session_key", "field", "seq")
         .with_columns(previous_value=pl.col("value").shift(1).over("session_key", "field"))
         .filter(pl.col("previous_value").is_null() | (pl.col("value") != pl.col("previous_value")))
         .sort("session_key", "seq", "field")
         .select("record_id", "session_key", "seq", "event_kind", "field", "value", "previous_value",
-                native_type=native_type, native="native")
+                "native_type", "native")
     )
     return shaped(frame, SESSION_EVENTS.schema)
 
@@ -179,25 +191,29 @@ def rejects(every: pl.DataFrame) -> pl.DataFrame:
 def tool_calls(calls: pl.DataFrame) -> pl.DataFrame:
     """The rows of `calls`: model calls joined with their first output on call_id in the same stream (a web search has no
     call_id and no output: its position stands in for the call ID), and with the first exec_command_end
-    event of that call_id (extended files). The exit code and run time come from the event, else from
-    the output's text (codex_lines.sql: an old shell output's metadata, else its header lines); a
-    nonzero exit code is an error, as a failed Bash call is (is_error)."""
+    event of that call_id (extended files). The exit code and run time come from a paginated thread's
+    CommandExecution item, else the event, else from the output's text (codex_lines.sql: an old shell
+    output's metadata, else its header lines); a nonzero exit code is an error, as a failed Bash call is
+    (is_error), and so is a tool item's failed status (items.outcomes)."""
     return shaped(calls.drop("still_running"), TOOL_CALLS.schema)
 
 
-def calls(every: pl.DataFrame) -> pl.DataFrame:
+def calls(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """tool_calls' rows, with still_running (the output says the process outlived the call) for the
-    loss; built once per batch, for both."""
+    loss; built once per batch, for both. `turn_items`: a paginated thread's TurnItems (items.py)."""
     kept = every.filter(pl.col("is_record") & (pl.col("line_type") == "response_item"))
-    calls = kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
+    # a paginated thread's tool searches and tool items of their own
+    more_calls, more_results = items.calls(every, turn_items)
+    calls = pl.concat([kept.filter(pl.col("payload_type").is_in(list(CALLS))).select(
         "session_key", call_id=pl.coalesce("call_id", "position"), tool_name=_tool_name(),
         call_record_id="record_id", call_position="position", called_at="timestamp", input="tool_input",
         native_status="native_status",
-    ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
-    results = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null()).select(
+    ), more_calls], how="diagonal_relaxed").unique(["session_key", "call_id"], keep="first", maintain_order=True)
+    outputs = kept.filter(pl.col("payload_type").is_in(list(RESULTS)) & pl.col("call_id").is_not_null())
+    results = pl.concat([outputs.select(
         "session_key", "call_id", "meta_exit_code", "meta_duration_ms", "text_exit_code", "text_duration_ms",
         "still_running", result_record_id="record_id", result_position="position", result_at="timestamp",
-    ).unique(["session_key", "call_id"], keep="first", maintain_order=True)
+    ), more_results], how="diagonal_relaxed").unique(["session_key", "call_id"], keep="first", maintain_order=True)
     ends = every.filter(
         pl.col("is_record") & (pl.col("line_type") == "event_msg") & (pl.col("payload_type") == "exec_command_end")
         & pl.col("call_id").is_not_null()
@@ -206,9 +222,9 @@ def calls(every: pl.DataFrame) -> pl.DataFrame:
     )
     name = pl.col("tool_name")
     mcp = name.str.extract(r"^mcp__(.+?)__.+$", 1)
-    # where the exit code is read, first that has one: the event's field, then the output's text
-    sources = {"exec_command_end": "end_exit_code", "output_metadata": "meta_exit_code",
-               "output_text": "text_exit_code"}
+    # where the exit code is read, first that has one: the item's or the event's field, then the output's text
+    sources = {items.EXIT_CODE_SOURCE: "item_exit_code", "exec_command_end": "end_exit_code",
+               "output_metadata": "meta_exit_code", "output_text": "text_exit_code"}
     exit_code = pl.coalesce(list(sources.values()))
     source = pl.lit(None, pl.String)
     for label, column in reversed(sources.items()):
@@ -217,21 +233,24 @@ def calls(every: pl.DataFrame) -> pl.DataFrame:
     return (
         calls.join(results, on=keys, how="left", maintain_order="left")
         .join(ends, on=keys, how="left", maintain_order="left")
+        .join(items.outcomes(every, turn_items), on=keys, how="left", maintain_order="left")
         .with_columns(
             tool_kind=pl.when(mcp.is_not_null()).then(pl.lit("other"))
             .otherwise(name.replace_strict(TOOL_KINDS, default="other", return_dtype=pl.String)),
             mcp_server=mcp,
             provider_kind=pl.when(mcp.is_not_null()).then(pl.lit("mcp")),
-            requested_by=pl.lit("model"),
+            requested_by=pl.coalesce("requested_by", pl.lit("model")),
             exit_code=exit_code,
             exit_code_source=source,
-            duration_ms=pl.coalesce("end_duration_ms", "meta_duration_ms", "text_duration_ms").cast(pl.Int64),
+            duration_ms=pl.coalesce("item_duration_ms", "end_duration_ms", "meta_duration_ms", "text_duration_ms")
+            .cast(pl.Int64),
             called_at=pl.col("called_at").dt.convert_time_zone("UTC"),
             result_at=pl.col("result_at").dt.convert_time_zone("UTC"),
         )
         .with_columns(
-            is_error=pl.col("exit_code") != 0,
+            is_error=pl.coalesce(pl.col("exit_code") != 0, "item_is_error"),
             status=pl.when(pl.col("exit_code") != 0).then(pl.lit("error"))
+            .when(pl.col("item_status").is_in(["error", "denied"])).then("item_status")
             .when(pl.col("result_record_id").is_not_null() | pl.col("exit_code").is_not_null()).then(pl.lit("completed"))
             .when(pl.col("native_status") == "completed").then(pl.lit("completed"))
             .otherwise(pl.lit("pending")),
@@ -323,12 +342,12 @@ def _meta(row: dict) -> str | None:
     return json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else None
 
 
-def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
+def lineage_evidence(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
     """A fork names its parent thread in its first session_meta (forked_from_id, 0.88+, §10). A
     spawning thread names the subagent thread it started, with the call: the output of a
-    `spawn_agent` call (`{"agent_id": ...}`) or a `collab_agent_spawn_end` event (`new_thread_id`).
-    The parent is the thread the line was written in (a forked child's replay of its parent's lines
-    names the parent, not the child)."""
+    `spawn_agent` call (`{"agent_id": ...}`), a `collab_agent_spawn_end` event (`new_thread_id`) or a
+    paginated thread's CollabAgentToolCall item (`receiver_thread_ids`). The parent is the thread the
+    line was written in (a forked child's replay of its parent's lines names the parent, not the child)."""
     first = every.filter(pl.col("line_type") == "session_meta").group_by("file_idx").agg(pl.all().first())
     forks = first.filter(pl.col("forked_from_id").is_not_null()).select(
         child_session_key="session_key", relation=pl.lit("forked_from"), parent_session_key="forked_from_id",
@@ -346,14 +365,17 @@ def lineage_evidence(every: pl.DataFrame) -> pl.DataFrame:
         child_session_key=pl.col("output_text").str.json_path_match("$.agent_id"), relation=pl.lit("spawned_by"),
         parent_session_key=parent, call_id="call_id", source=pl.lit("spawn_agent.agent_id"),
     ).filter(pl.col("child_session_key").is_not_null())
-    frame = pl.concat([shaped(f, WORK_SCHEMAS["lineage_evidence"]) for f in (forks, events, outputs)])
+    spawns = items.lineage_rows(every, turn_items)  # a paginated thread's CollabAgentToolCall items of spawn_agent calls
+    frame = pl.concat([shaped(f, WORK_SCHEMAS["lineage_evidence"]) for f in (forks, events, outputs, spawns)])
     return frame.unique(maintain_order=True)
 
 
 def source_losses(every: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Encrypted reasoning; shell calls with an output but no exit code read from it or from an
     exec_command_end (a process still running when the call returned has none yet: not counted)."""
-    encrypted = every.filter(pl.col("is_record") & pl.col("has_encrypted")).group_by("session_key").len("count") \
+    # a paginated thread's reasoning is its Reasoning item's record; the encrypted content is on its response copy
+    held = pl.col("is_record") | (pl.col("reason") == "response_copy")
+    encrypted = every.filter(held & pl.col("has_encrypted")).group_by("session_key").len("count") \
         .select("session_key", category=pl.lit("reasoning_encrypted"), detail=pl.lit(ENCRYPTED_DETAIL), count="count")
     unread = calls.filter(
         (pl.col("tool_kind") == "execute") & pl.col("result_record_id").is_not_null() & pl.col("exit_code").is_null()
