@@ -344,8 +344,7 @@ def test_newer_line_kinds_are_mapped_or_kept(t):
         assert record(n)["kind"] == "config_change"
     for n in lines("event_msg", "thread_goal_updated"):
         assert record(n)["kind"] == "session_info"
-    for kind in ("inter_agent_communication_metadata", "security_risk_score", "retained_context", "realtime_item",
-                 "token_usage_record"):
+    for kind in ("inter_agent_communication_metadata", "security_risk_score", "retained_context", "realtime_item"):
         (n,) = lines(kind)
         assert record(n)["kind"] == "unknown" and json.loads(record(n)["native"]) == objs[n - 1]
     (n,) = lines("response_item", "context_compaction")

@@ -174,8 +174,12 @@ def test_a_fork_by_history_base_holds_nothing_of_its_parent(tables, tmp_path):
     assert starts[base["end_ordinal_exclusive"]] == base["end_byte_offset"]
     assert fork[0]["ordinal"] == base["end_ordinal_exclusive"]  # no copy: its ordinals go on from the cut
     f = thread(F_FILE)
+    # every line of the fork is its own: a record, or a copy of one of its own records (a response
+    # item beside its item_completed item), none copied from the parent
     recs = rows(tables["records"], session_key=f)
-    assert recs.height == len(fork) and recs["copied_from_session_id"].null_count() == recs.height
+    lines = rows(tables["source_lines"], source_file=next(iter(set(recs["source_file"]))))
+    assert lines.height == len(fork) and set(lines.filter(pl.col("status") != "mapped")["record_id"]) <= set(recs["record_id"])
+    assert recs["copied_from_session_id"].null_count() == recs.height
     assert sorted(rows(tables["inferences"], session_key=f)["inference_id"]) == sorted(records_usage(F_FILE))
     lineage = rows(tables["lineage"], session_key=f).sort("relation")
     assert lineage.select("relation", "parent_session_key", "evidence", "evidence_detail",
