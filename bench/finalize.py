@@ -6,8 +6,8 @@ Each archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) i
 process into a temporary folder; the final stage (`finalize.finalize`) is timed alone, in wall and
 CPU seconds, and its peak RSS is read after `/proc/self/clear_refs` reset the peak to the RSS before
 it (Linux). Prints one line per archive: its size, records and batches, the size of the `_work`
-tables the stage reads, the stage's times, the RSS before it, the peak during it and the whole
-run's peak (the batches' or the stage's).
+tables the stage reads, the stage's times, the RSS before it, the peak during it, the peak with the
+catalog and the commit that follow it, and the whole run's peak (the batches' or those).
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ def measure(archive: Path) -> str:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = batch.convert([archive], Path(tmp) / "out")
+            seen["end"] = status("VmHWM")  # the peak since the stage began: it, the catalog, the commit
     finally:
         finalize.finalize = real
     size = sum(f.stat().st_size for f in archive.rglob("*.jsonl")) / (1 << 20)
     return (f"{archive}: {size:,.0f} MiB, {result.tables['records']:,} records, {seen['batches']} batches, "
             f"_work {seen['work']:.1f} MiB; final stage {seen['wall']:.2f} s wall, {seen['cpu']:.2f} CPU-s, "
-            f"RSS {seen['before']} MiB before it, peak {seen['peak']} MiB during it; the whole run's peak "
-            f"{max(seen['peak'], seen['batches_peak'])} MiB")
+            f"RSS {seen['before']} MiB before it, peak {seen['peak']} MiB during it, {seen['end']} MiB with the "
+            f"catalog and the commit after it; the whole run's peak {max(seen['end'], seen['batches_peak'])} MiB")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ import polars as pl
 import pyarrow as pa
 
 from batch.errors import BatchError, OutputError
+from batch.output.layout import SPILL
 from batch.output.prices import SCHEMA as PRICE_SCHEMA
 from batch.output.prices import model_prices, pricing_csv, read_prices
 from batch.schema import TABLES
@@ -45,6 +47,8 @@ OUTPUT_PATH = "asr_output_path"
 # report: UTC when unset; LOCAL_DAY(ts) is a timestamp's day there
 TIMEZONE = "asr_timezone"
 LOCAL_DAY = "asr_local_day"
+# DuckDB's memory limit while the catalog is written (decisions/017-final-stage-in-duckdb.md)
+CATALOG_MEMORY = 384 << 20
 # The catalog is written in the oldest storage format that holds what it uses, so that every
 # DuckDB since 1.0 opens it, the 1.x command line included (decisions/016-catalog-storage.md).
 STORAGE_VERSION = "v1.0.0"
@@ -167,7 +171,10 @@ def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = N
     partial = folder / f".{CATALOG}.partial"
     partial.unlink(missing_ok=True)
     try:
-        with duckdb.connect() as con:
+        # the stored views (inference_costs: a row per response) are computed within CATALOG_MEMORY,
+        # spilling into the output's _spill/ beyond it, as the final stage does
+        with duckdb.connect(config={"memory_limit": f"{CATALOG_MEMORY >> 20}MiB",
+                                    "temp_directory": str(folder / SPILL)}) as con:
             con.execute(f"attach {_quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
             con.execute("use catalog")
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
@@ -183,6 +190,7 @@ def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = N
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+        shutil.rmtree(folder / SPILL, ignore_errors=True)
 
 
 def built_root(con: duckdb.DuckDBPyConnection) -> str | None:
