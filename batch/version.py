@@ -1,7 +1,7 @@
 """Version of this producer and of the format it writes."""
 
 PRODUCER = "asr-batch"
-VERSION = "0.2.0"
+VERSION = "0.3.0"
 FORMAT_NAME = "asr"
 FORMAT_VERSION = "0.1"
 # What an output holds and where (docs/asr-tables.md, "An output is a source"): every later version

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -94,15 +95,17 @@ def test_an_output_of_an_earlier_version_is_carried_forward(fixture, sample, eve
     assert gone.get_column("source_last_read_at").dt.to_string("%Y-%m-%dT%H:%M:%S%.6fZ").to_list() == [before]
     assert sessions.filter(pl.col("session_key") != GONE_SID).get_column("source_present").all()
     carried = result.manifest["carried"]
+    written = json.loads((fixture / "manifest.json").read_text())
+    version = written["producer"]["version"]
     assert carried["from"] == [{
         "output": "(the previous output)",
-        "written_by": {"version": "0.1.0", "archive_format": 0},
+        "written_by": {"version": version, "archive_format": written.get("archive", {}).get("format", 0)},
         "session_groups": [GONE_SID],
     }]
     assert carried["inexact"] == [] and carried["not_carried"] == []  # every byte rebuilt as it was read
     assert [k["session_key"] for k in result.manifest["kept"]] == [GONE_SID]
     assert result.manifest["archive"] == {"format": batch.version.ARCHIVE_FORMAT}
-    assert "carried 1 kept sessions forward from an output of asr-batch 0.1.0" in _summary(result)
+    assert f"carried 1 kept sessions forward from an output of asr-batch {version}" in _summary(result)
     # the second run after an upgrade converts nothing, and keeps the session
     again = batch.convert([sample], out)
     assert again.manifest["reuse"]["session_groups_converted"] == 0
@@ -149,7 +152,7 @@ def test_an_output_of_a_newer_version_is_refused_and_left_untouched(sample, tmp_
     (out / "manifest.json").write_text(json.dumps(manifest))
     before = tree(out)
     for prune in (False, True):
-        with pytest.raises(OutputError, match=r"asr-batch 9\.0\.0 .*newer than this asr-batch 0\.2\.0"):
+        with pytest.raises(OutputError, match=rf"asr-batch 9\.0\.0 .*newer than this asr-batch {re.escape(batch.version.VERSION)}"):
             batch.convert([sample], out, prune=prune)
     assert tree(out) == before
 
