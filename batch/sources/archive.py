@@ -113,7 +113,8 @@ def discover(
     inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
     # the group of a file, as its stream's key names it (`<owner>` or `<owner>/<agent>`), so that only
     # the groups wanted are read; the group its rebuilt file is classified in is checked below
-    wanted = [i for i in inputs if (owners is None or _owner(i) in owners) and _owner(i) not in exclude]
+    # (a key names its group whole where no `/` splits it: an Entire session named by its folder, `<id>/<n>`)
+    wanted = [i for i in inputs if (owners is None or _owner(i) in owners) and not {_owner(i), i.get("session_key")} & exclude]
     rebuilt = []
     for i in wanted:
         reason = _not_rebuilt(i)

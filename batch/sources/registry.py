@@ -105,11 +105,8 @@ def refuse_uncarried(found_all: Inputs, out: Path) -> None:
     """Refuse, leaving it untouched, to replace an output of another version that holds sessions this
     version cannot carry forward without their source (an Entire repository, an events file) when no
     input gives them again: replacing it would drop them (--prune asks for that)."""
-    given = {u.owner for u in found_all.units}
-    held = [
-        e for a in found_all.archives if a.root == out.resolve() for e in a.not_carried
-        if e.get("session_key") and not {e["session_key"], str(e["session_key"]).split("/", 1)[0]} & given
-    ]
+    # the previous output is read for the groups no input gives (`discover`): these are all not given
+    held = [e for a in found_all.archives if a.root == out.resolve() for e in a.not_carried if e.get("session_key")]
     if not held:
         return
     sessions = sorted({str(e["session_key"]) for e in held})

@@ -16,6 +16,7 @@ import batch
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
 from batch.errors import OutputError
+from batch.sources import registry
 from conftest import SID, assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless, uid, user, write_jsonl
 from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
@@ -235,7 +236,10 @@ def test_an_output_of_another_version_is_not_replaced_while_it_holds_entire_sess
     with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold .* --entire REPO.* --prune"):
         batch.convert([sample.parent], out)
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
-    # the repository given again: every session converted, none lost
+    # the repository given again: no session of the output is left without its source (one named by
+    # its checkpoint folder, `<id>/<n>`, included), every session converted, none lost
+    found = registry.discover([repo, sample.parent], [], combine=False, events=[], previous=out)
+    assert [e for a in found.archives for e in a.not_carried] == []
     result = batch.convert([repo, sample.parent], out)
     assert set(read_tables(out)["sessions"].filter(pl.col("stream_kind") == "main")["session_key"]) >= GROUPS - {"f0f0f0f0f0f0/0"}
     assert result.manifest["carried"]["not_carried"] == []
