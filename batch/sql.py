@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from functools import cache
 from pathlib import Path
@@ -344,6 +344,19 @@ def flush(con: duckdb.DuckDBPyConnection) -> None:
     (setting the memory limit flushes it: it is set to what it is)."""
     limit = con.sql("select current_setting('memory_limit')").fetchall()[0][0]
     con.execute(f"set memory_limit = '{limit}'")
+
+
+def within_limit(con: duckdb.DuckDBPyConnection, run: Callable[[], object]) -> object:
+    """Run `run()` on `con` within its memory limit, and once more without it (DuckDB's default, a
+    share of the machine's memory) when it does not fit: a limit bounds what a statement holds while
+    it fits, never fails a run that the machine can finish."""
+    try:
+        return run()
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+    con.execute("reset memory_limit")
+    return run()
 
 
 def out_of_memory(exc: BaseException) -> bool:

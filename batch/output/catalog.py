@@ -36,7 +36,7 @@ from batch.output.layout import SPILL
 from batch.output.prices import SCHEMA as PRICE_SCHEMA
 from batch.output.prices import model_prices, pricing_csv, read_prices
 from batch.schema import TABLES
-from batch.sql import sql_dir
+from batch.sql import sql_dir, within_limit
 
 CATALOG = "asr.duckdb"
 MANIFEST = "manifest.json"
@@ -184,7 +184,7 @@ def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = N
             for name, text in view_files().items():
                 kind = "table" if _MATERIALIZED.search(text) else "view"
                 try:
-                    con.execute(f"create or replace {kind} {name} as\n{text}")
+                    within_limit(con, lambda: con.execute(f"create or replace {kind} {name} as\n{text}"))
                 except duckdb.Error as exc:
                     raise BatchError(f"sql/views/{name}.sql failed: {exc}") from exc
         os.replace(partial, path)

@@ -147,7 +147,7 @@ def finalize(
     sources_read.register(con)
     counts = {}
     for name in steps:
-        sql.materialize(con, name)
+        sql.within_limit(con, lambda name=name: sql.materialize(con, name))
         if name in MANIFEST_RELATIONS:
             continue
         relation = name
@@ -163,7 +163,7 @@ def finalize(
                 f"select category, count(*) from {relation} where starts_with(category, 'entire.') "
                 "group by category order by category"
             ).fetchall())
-        counts[name] = output.copy(con, TABLES_BY_NAME[name], relation)
+        counts[name] = sql.within_limit(con, lambda t=TABLES_BY_NAME[name], r=relation: output.copy(con, t, r))
         if relation != name:
             con.execute(f"drop table {relation}")
     for table in SOURCE_TABLES:
