@@ -112,9 +112,8 @@ def views_markdown(name: str | None = None) -> str:
 def view_columns() -> dict[str, list[tuple[str, str]]]:
     """Each view's columns (name, DuckDB type), bound over empty tables of the output's schemas."""
     with duckdb.connect() as con:
-        for stmt in table_view_sql(Path("/")):
-            if "macro" in stmt:
-                con.execute(stmt)
+        for stmt in _macros(Path("/")):
+            con.execute(stmt)
         for t in TABLES:
             con.register(f"_{t.name}", pa.table({f.name: pa.array([], f.type) for f in t.schema}))
             con.execute(f"create view {t.name} as select * from _{t.name}")
@@ -133,13 +132,20 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def table_view_sql(out: Path) -> list[str]:
-    """Return the statements exposing every table of the output folder `out` by name, and the
-    macros the views call."""
+def _macros(out: Path) -> list[str]:
+    """The macros the views call: where the output is, and a timestamp's local day."""
     return [
         f"create or replace macro {OUTPUT_PATH}() as {_quote(str(out))}",
         f"create or replace macro {LOCAL_DAY}(ts) as "
         f"cast(timezone(coalesce(getvariable('{TIMEZONE}'), 'UTC'), ts) as date)",
+    ]
+
+
+def table_view_sql(out: Path) -> list[str]:
+    """Return the statements exposing every table of the output folder `out` by name, and the
+    macros the views call."""
+    return [
+        *_macros(out),
         *(
             f"create or replace view {t.name} as select * from read_parquet("
             f"coalesce(getvariable('{ROOT}'), {OUTPUT_PATH}()) || '/{t.name}/*.parquet')"
