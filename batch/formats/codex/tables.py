@@ -265,15 +265,27 @@ def inference_candidates(every: pl.DataFrame) -> pl.DataFrame:
     frame = every.filter(pl.col("is_record") & pl.col("is_response")).join(
         counts, on=["file_idx", "usage_key"], how="left"
     ).select(
-        inference_id="usage_id", session_key="session_key", record_id="record_id", model="model",
-        input_uncached_tokens=pl.col("last_input") - pl.col("last_cached") - pl.col("last_cache_write").fill_null(0),
-        input_total_tokens="last_input", input_includes_cache=pl.lit(True),
-        cache_read_tokens="last_cached", cache_write_tokens="last_cache_write",
-        output_total_tokens="last_output", output_reasoning_tokens="last_reasoning",
-        usage_source=pl.lit(USAGE_SOURCE), usage_position="position", usage_source_file="source_file",
-        usage_source_line="line", line_count=pl.col("line_count").cast(pl.Int64), stream_ord="line",
+        inference_id="usage_id", **usage_columns("last"), usage_source=pl.lit(USAGE_SOURCE), stream_ord="line",
     )
     return shaped(frame, WORK_SCHEMAS["inference_candidates"])
+
+
+def usage_columns(prefix: str) -> dict[str, pl.Expr | str]:
+    """The inference_candidates columns of a response whose usage is in the columns `<prefix>_input`,
+    `_cached`, `_cache_write`, `_output`, `_reasoning` (a token_count's last usage, a record's usage):
+    input includes cached input (and cache writes), output includes reasoning."""
+    def c(name: str) -> pl.Expr:
+        return pl.col(f"{prefix}_{name}")
+
+    return dict(
+        session_key="session_key", record_id="record_id", model="model",
+        input_uncached_tokens=c("input") - c("cached") - c("cache_write").fill_null(0),
+        input_total_tokens=c("input"), input_includes_cache=pl.lit(True),
+        cache_read_tokens=c("cached"), cache_write_tokens=c("cache_write"),
+        output_total_tokens=c("output"), output_reasoning_tokens=c("reasoning"),
+        usage_position="position", usage_source_file="source_file", usage_source_line="line",
+        line_count=pl.col("line_count").cast(pl.Int64),
+    )
 
 
 def session_streams(every: pl.DataFrame, streams: list[Stream]) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from batch.formats.codex.classify import USAGE_RECORD_KIND
+from batch.formats.codex.tables import usage_columns
 from batch.schema.work import WORK_SCHEMAS
 
 USAGE_SOURCE = "token_usage_record"  # inferences.usage_source of a response read from a record
@@ -64,15 +65,7 @@ def record_candidates(every: pl.DataFrame) -> pl.DataFrame:
     counts = frame.group_by("session_key", "response_id").len("line_count")
     frame = frame.unique(["session_key", "response_id"], keep="first", maintain_order=True).join(
         counts, on=["session_key", "response_id"], how="left", maintain_order="left"
-    ).select(
-        inference_id="response_id", session_key="session_key", record_id="record_id", model="model",
-        input_uncached_tokens=pl.col("record_input") - pl.col("record_cached") - pl.col("record_cache_write").fill_null(0),
-        input_total_tokens="record_input", input_includes_cache=pl.lit(True),
-        cache_read_tokens="record_cached", cache_write_tokens="record_cache_write",
-        output_total_tokens="record_output", output_reasoning_tokens="record_reasoning",
-        usage_source=pl.lit(USAGE_SOURCE), usage_position="position", usage_source_file="source_file",
-        usage_source_line="line", line_count=pl.col("line_count").cast(pl.Int64),
-    )
+    ).select(inference_id="response_id", **usage_columns("record"), usage_source=pl.lit(USAGE_SOURCE))
     return _shaped(frame)
 
 
