@@ -117,7 +117,7 @@ RECORDS = Table(
         _c("trigger_reason", STR, "fireReason of a scheduled turn"),
         _c("from_session_id", STR, "peer message: the sending session (origin.fromSession)"),
         _c("from_address", STR, "peer message: the sender's address (origin.from); a Codex inter-agent message's "
-           "author (an agent path such as /root/worker)"),
+           "author (the agent path Codex names it by)"),
         _c("from_name", STR, "peer message: the sender's name (origin.name)"),
         _c("prompt_source", STR, "native promptSource (typed, queued, system, sdk)"),
         _c("status", STR, "withdrawn for a queued message pulled back by a queue-operation remove; reverted for a "

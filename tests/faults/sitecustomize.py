@@ -14,7 +14,7 @@ file ASR_BATCH_FAULT_STALLED names: a test waits for it, not for a time).
 
 import os
 import signal
-import time
+import threading
 from pathlib import Path
 
 FAULT_ENV = "ASR_BATCH_FAULT"
@@ -35,10 +35,9 @@ def fault(step: str, event=None) -> None:
     elif asked == f"stall:{step}":
         if os.environ.get(STALLED_ENV):
             Path(os.environ[STALLED_ENV]).touch()
-        if event is not None:
-            event.wait(60)  # a stalled batch still stops when the run is told to
-        else:
-            time.sleep(60)
+        # a stalled batch still stops when the run is told to; elsewhere the stall lasts until the
+        # test ends the process
+        (event or threading.Event()).wait(60)
 
 
 def before(module, name: str, step: str, stop_arg: int | None = None) -> None:
