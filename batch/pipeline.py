@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,7 +233,8 @@ def _finish(
         output.write_work(final.SOURCE_LOSSES, p.repair.losses(), reuse.unique_part(reuse.part_id(["damaged"]), p.used))
     if p.previous is not None and not options.prune:
         final.keep_run_rows(output, run_frames)
-    taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
+    taken.count(final.write_source_parts(output, run_frames, reuse.part_id(()), found_all.imports,
+                                         keep=p.previous is not None and not options.prune, damaged=p.repair.damaged))
     taken.inputs.sort(key=lambda i: i["path"])
     reads = history.reads(
         p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
@@ -243,37 +245,36 @@ def _finish(
         p.previous, p.plan, p.carved, converting, len(taken.inputs), verify=options.verify,
         final_reused=p.final_reused, not_converted=not_converted, deltas=p.delta_summary,
     )
-    if summary["final_stage"] == "reused":
-        # nothing changed: the final tables and what the manifest reports of them are the previous ones
-        output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
-        output.reuse_catalog()  # its views and stored tables read the same files
-        manifest = {
-            **p.previous_manifest, "skipped": final.skipped_entries(taken.skipped), "reuse": summary, "replaced": [],
-            "not_converted": [],
-        }
-    else:
-        sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
-        with connect(spill=output.spill, memory=options.memory or FINAL_MEMORY) as con:
-            final_counts, unassigned, absent, source_losses = final.finalize(con, output, run_frames, sources_read)
-        taken.counts.update(final_counts)
-        manifest = final.manifest(
-            found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
-            summary,
+    with ExitStack() as stack:
+        db = None
+        if summary["final_stage"] == "reused":
+            # nothing changed: the final tables and what the manifest reports of them are the previous ones
+            output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
+            output.reuse_catalog()  # its views and stored tables read the same files
+            manifest = {**p.previous_manifest, "skipped": final.skipped_entries(taken.skipped), "reuse": summary,
+                        "replaced": [], "not_converted": []}
+        else:
+            sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
+            # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)
+            db = stack.enter_context(connect(spill=output.spill, memory=options.memory or FINAL_MEMORY))
+            final_counts, unassigned, absent, source_losses = final.finalize(db, output, run_frames, sources_read)
+            taken.counts.update(final_counts)
+            manifest = final.manifest(
+                found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
+                summary,
+            )
+            manifest.update(kept=history.kept(taken.batches, reads), not_converted=not_converted, replaced=list(p.replaced))
+        for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
+            manifest.pop(key, None)
+        if found_all.archives:
+            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
+        if p.repair.damaged:
+            manifest["damaged"] = p.repair.manifest()
+        write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))
+        output.commit(
+            manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
+            overrides=options.overrides, db=db,
         )
-        manifest["kept"] = history.kept(taken.batches, reads)
-        manifest["not_converted"] = not_converted
-        manifest["replaced"] = list(p.replaced)
-    for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
-        manifest.pop(key, None)
-    if found_all.archives:
-        manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
-    if p.repair.damaged:
-        manifest["damaged"] = p.repair.manifest()
-    write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))
-    output.commit(
-        manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
-        overrides=options.overrides,
-    )
     return manifest
 
 

@@ -51,6 +51,7 @@ from batch.sources.entire import (
     scan_trailers,
     select_sessions,
 )
+from batch.sources.entire import held
 from batch.sources.git import open_repository, repository_name
 
 CLAUDE_CODE = "claude-code-jsonl"
@@ -99,6 +100,12 @@ class Import:
     summary: dict = field(default_factory=dict)
     # (repository, ref, checkpoint ID) -> the commit each checkpoint is read from (the reference's tip)
     tips: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # what the output holds of the repository (sources/entire/held.py): its name, Git folder, the
+    # references the scan read (name, object ID) and the commits naming checkpoints
+    repository: str = ""
+    git_path: str = ""
+    refs: tuple[tuple[str, str], ...] = ()
+    trailers: tuple[str, ...] = ()
 
 
 def discover(path: Path, *, combine: bool = False) -> Import:
@@ -143,7 +150,8 @@ def discover(path: Path, *, combine: bool = False) -> Import:
         "skipped": [{"ref": ref, "reason": why} for ref, why in scan.skipped],
     }
     tips = {(c.location.repository, c.location.ref, c.checkpoint_id): c.location.commit_id for c in scan.checkpoints}
-    return Import(root, units, frames, summary, tips)
+    return Import(root, units, frames, summary, tips, name, str(Path(repo.path)), tuple(held.storage_refs(repo)),
+                  tuple(sorted({link.commit_id for link in links})))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -167,20 +167,26 @@ def _write_prices(con: duckdb.DuckDBPyConnection, overrides: pl.DataFrame | None
     con.unregister("model_prices_built")
 
 
-def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = None) -> None:
+def write_catalog(
+    folder: Path, out: Path, *, overrides: pl.DataFrame | None = None, db: duckdb.DuckDBPyConnection | None = None,
+) -> None:
     """Write `folder`/asr.duckdb with views over the tables as they will stand in `out`.
 
     The tables must already be in `folder`: the views are bound against them. `overrides`: the
-    rows of a price file (`read_prices`), over those of genai-prices and data/pricing.csv.
+    rows of a price file (`read_prices`), over those of genai-prices and data/pricing.csv. `db`: a
+    DuckDB to compute the stored views in (the final stage's, under its memory limit), else one
+    of CATALOG_MEMORY.
     """
     path = folder / CATALOG
     partial = folder / f".{CATALOG}.partial"
     partial.unlink(missing_ok=True)
     try:
-        # the stored views (inference_costs: a row per response) are computed within CATALOG_MEMORY,
-        # spilling into the output's _spill/ beyond it, as the final stage does
-        with duckdb.connect(config={"memory_limit": f"{CATALOG_MEMORY >> 20}MiB",
-                                    "temp_directory": str(folder / SPILL)}) as con:
+        # the stored views (inference_costs: a row per response) are computed within a memory limit,
+        # spilling into the output's _spill/ beyond it, as the final stage does: in the final stage's
+        # DuckDB (a connection of its own, `cursor`), one limit for both (decisions/017)
+        with (db.cursor() if db is not None else
+              duckdb.connect(config={"memory_limit": f"{CATALOG_MEMORY >> 20}MiB",
+                                     "temp_directory": str(folder / SPILL)})) as con:
             con.execute(f"attach {_quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
             con.execute("use catalog")
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
@@ -193,10 +199,13 @@ def write_catalog(folder: Path, out: Path, *, overrides: pl.DataFrame | None = N
                     within_limit(con, lambda: con.execute(f"create or replace {kind} {name} as\n{text}"))
                 except duckdb.Error as exc:
                     raise BatchError(f"sql/views/{name}.sql failed: {exc}") from exc
+            con.execute("use memory")
+            con.execute("detach catalog")  # written and closed, whoever owns the DuckDB
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-        shutil.rmtree(folder / SPILL, ignore_errors=True)
+        if db is None:  # the DuckDB of its own spilled there
+            shutil.rmtree(folder / SPILL, ignore_errors=True)
 
 
 def built_root(con: duckdb.DuckDBPyConnection) -> str | None:

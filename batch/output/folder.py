@@ -174,12 +174,13 @@ class Output:
 
     def commit(
         self, manifest: dict | None = None, known: dict[str, list] | None = None, *,
-        overrides: pl.DataFrame | None = None,
+        overrides: pl.DataFrame | None = None, db: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
         """Drop intermediates, fill empty tables, write `manifest` with every part file's size and
         SHA-256 (`files`: `known` gives those of the parts taken intact from the previous output, see
         batch/output/integrity.py), build the catalog (the previous one when it was reused and no
-        price file's rows, `overrides`, are given), and swap the new output in.
+        price file's rows, `overrides`, are given; in the DuckDB `db` when given), and swap the new
+        output in.
 
         The new output is complete, catalog included, before the swap. On Linux the swap is one
         atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
@@ -187,8 +188,6 @@ class Output:
         the next run making the new one `out` again (`finish_interrupted_swap`; docs/asr-tables.md,
         "What a run replaces").
         """
-        # the work tables stay: an incremental run reads those of the batches it reuses
-        _remove_ours(self.tmp, spill=True, within=SPILL)
         _remove_temporaries(self.tmp)  # left by tasks whose worker died: converted again since
         for table in TABLES:
             if not self.has(table.name):
@@ -196,7 +195,9 @@ class Output:
         if manifest is not None:
             self.write_manifest({**manifest, "files": integrity.seal(self.tmp, self.out, known or {})})
         if overrides is not None or not self._catalog_reused:
-            write_catalog(self.tmp, self.out, overrides=overrides)
+            write_catalog(self.tmp, self.out, overrides=overrides, db=db)
+        # the work tables stay: an incremental run reads those of the batches it reuses
+        _remove_ours(self.tmp, spill=True, within=SPILL)
         if self.out.exists():
             _check_target(self.out)  # still ours: nothing of someone else's was put there meanwhile
             _swap(self.tmp, self.out)

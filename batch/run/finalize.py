@@ -6,6 +6,7 @@ every task (docs/performance.md, "The final stage at scale")."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -15,8 +16,10 @@ import pyarrow.parquet as pq
 from batch import reuse, sql
 from batch.run import task
 from batch.schema import TABLES, TABLES_BY_NAME
+from batch.schema.entire import GIT_OBJECTS, GIT_REFS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
+from batch.sources.entire import held
 from batch.version import ARCHIVE_FORMAT, FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.output.folder import WORK, Output
 
@@ -25,7 +28,7 @@ SOURCE_LOSSES = "source_losses"
 MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 SOURCE_TABLES = registry.RUN_TABLES
-FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
+FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final" and t not in (GIT_REFS, GIT_OBJECTS)]
 
 
 def skipped_entries(skipped: list[tuple[str, str]]) -> list[dict]:
@@ -69,16 +72,68 @@ def keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None
             frames.setdefault(name, []).append(kept)
 
 
-def write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
+def write_source_parts(
+    output: Output, frames: dict[str, list[pl.DataFrame]], index: str, imports: list, *, keep: bool,
+    damaged: set[str],
+) -> dict[str, int]:
     """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
-    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
+    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`; what
+    the output holds of each repository read (`write_held`)."""
     if frames.get("losses"):
         output.write_work(SOURCE_LOSSES, pl.from_arrow(task.cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
-    counts = {}
+    counts = write_held(output, imports, keep=keep, damaged=damaged)
     for table in TABLES:
         if table.stage == "batch" and frames.get(table.name):
             counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
     return counts
+
+
+def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str]) -> dict[str, int]:
+    """Write what the output holds of each repository read (sources/entire/held.py), a part per repository:
+    the previous output's part when the repository's references and trailer commits are the ones it
+    holds (the objects are then the same), else the objects read again. With `keep`, the previous
+    output's parts of the repositories not read this time are kept (those not `damaged`)."""
+    tables = (GIT_REFS, GIT_OBJECTS)
+    counts = dict.fromkeys((t.name for t in tables), 0)
+    written = set()
+    for imp in imports:
+        part = reuse.part_id(["git", imp.repository])
+        written.add(part)
+        refs = held.refs_table(imp.repository, list(imp.refs))
+        if keep and _holds(output, part, refs, imp.trailers, damaged):
+            for table in tables:
+                output.link(output.out / table.name / f"part-{part}.parquet", table.name, part)
+        else:
+            output.write(GIT_REFS, refs, part)
+            with output.open(GIT_OBJECTS, part) as objects:
+                for piece in held.object_pieces(Path(imp.git_path), imp.repository, list(imp.trailers)):
+                    objects.append(piece)
+    if keep:
+        for path in sorted((output.out / GIT_REFS.name).glob("part-*.parquet")):
+            part = path.stem.removeprefix("part-")
+            files = [output.out / t.name / path.name for t in tables]
+            if part not in written and pq.read_metadata(path).num_rows and all(
+                    f.is_file() and f"{t.name}/{path.name}" not in damaged for f, t in zip(files, tables)):
+                for table, file in zip(tables, files):
+                    output.link(file, table.name, part)
+    for table in tables:
+        counts[table.name] = sum(pq.read_metadata(f).num_rows for f in (output.tmp / table.name).glob("part-*.parquet"))
+    return counts
+
+
+def _holds(output: Output, part: str, refs: pa.Table, trailers: tuple[str, ...], damaged: set[str]) -> bool:
+    """Whether the previous output's held part `part` is of these references and trailer commits."""
+    files = [output.out / t.name / f"part-{part}.parquet" for t in (GIT_REFS, GIT_OBJECTS)]
+    if not all(f.is_file() for f in files) or any(f"{f.parent.name}/{f.name}" in damaged for f in files):
+        return False
+    try:
+        before = pq.read_table(files[0])
+        kinds = pq.read_table(files[1], columns=["object_id", "read_as"])
+    except (OSError, pa.ArrowException):
+        return False
+    held_trailers = sorted(o for o, r in zip(kinds["object_id"].to_pylist(), kinds["read_as"].to_pylist())
+                           if r == held.TRAILER)
+    return before.sort_by("ref").equals(refs.sort_by("ref")) and held_trailers == sorted(trailers)
 
 
 @dataclass
@@ -190,6 +245,8 @@ def finalize(
         }
         for kind, name, session_key, path, position in con.table("absent_files").fetchall()
     ]
+    for name in steps:  # written: their memory is the catalog's, which follows in the same DuckDB
+        con.execute(f'drop table "{name}"')
     return counts, unassigned, absent, entire_losses
 
 

@@ -23,9 +23,11 @@ from batch.schema.core import (
     TOOL_CALLS,
 )
 
-# Core tables first, then the fact tables of each area of the registry entry, then what only Entire records.
+# Core tables first, then the fact tables of each area of the registry entry, then what only Entire records,
+# then the output's copy of the Git objects its Entire sessions were read from.
 TABLES: tuple[Table, ...] = (
     core.TABLES + hooks.TABLES + activity.TABLES + plans.TABLES + workspace.TABLES + entire.TABLES
+    + entire.HELD_TABLES
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 

@@ -122,4 +122,40 @@ CHECKPOINT_COMMITS = Table(
     stage="final",
 )
 
+# What the output holds of each repository's Entire storage, so that a later asr-batch converts its
+# sessions again without the repository (batch/sources/entire/held.py; docs/asr-tables.md, "An output is
+# a source"): one part per repository, replaced when the repository is read again.
+GIT_REFS = Table(
+    "git_refs",
+    "one row per (repository, reference) the checkpoint scan read",
+    "The references of Entire's storage as last read (entire/checkpoints/v1 and its remote-tracking copies, "
+    "the per-checkpoint refs, the v2 refs) with the object each named. Not an ASR table: the output's copy of "
+    "what its conversion read, with git_objects.",
+    (
+        _c("repository", STR, "name of the repository folder read (checkpoints.repository)"),
+        _c("ref", STR, "full reference name"),
+        _c("object_id", STR, "the object the reference named (a commit, or an annotated tag)"),
+    ),
+    stage="final",
+)
+
+GIT_OBJECTS = Table(
+    "git_objects",
+    "one row per (repository, Git object) the conversion read",
+    "Git objects verbatim, each its type and bytes as Git stores them (so each keeps its ID): everything "
+    "reachable from git_refs down to blobs, each commit without its history; and the commits whose message "
+    "carries an Entire-Checkpoint trailer, without their trees. Not an ASR table.",
+    (
+        _c("repository", STR, "name of the repository folder read"),
+        _c("object_id", STR, "the object's ID (SHA-1 of its type, size and bytes)"),
+        _c("kind", STR, "commit, tree, blob or tag"),
+        _c("read_as", STR, "`storage`: under a reference of git_refs; `trailer`: a commit of the code history "
+           "naming a checkpoint"),
+        _c("data", pa.large_binary(), "the object's bytes, as `git cat-file <kind> <object_id>` prints them",
+           long=True),
+    ),
+    stage="final",
+)
+
 TABLES: tuple[Table, ...] = (CHECKPOINTS, CHECKPOINT_SESSIONS, CHECKPOINT_COMMITS)
+HELD_TABLES: tuple[Table, ...] = (GIT_REFS, GIT_OBJECTS)

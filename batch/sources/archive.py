@@ -35,6 +35,7 @@ from batch.output.folder import manifest_of
 from batch.output.layout import STATE
 from batch.sources import claude_code, codex
 from batch.sources.base import Loaded, Stream, Unit, spooled
+from batch.sources.entire import held as git_held
 from batch.version import ARCHIVE_FORMAT, VERSION
 
 # the formats whose files an output holds line by line (a manifest input without `format` is Claude Code's)
@@ -61,6 +62,20 @@ class Written:
         return f"asr-batch {self.version}" + (f" (archive format {self.archive_format})" if self.archive_format else "")
 
 
+@dataclass(frozen=True)
+class HeldRepository:
+    """A repository of Entire checkpoints rebuilt from an output's copy of it (sources/entire/held.py),
+    with the output's inputs read from it and whether its sessions were read with --all-checkpoints."""
+
+    name: str
+    path: Path
+    combine: bool
+    entries: tuple[dict, ...]
+    owners: frozenset[str] | None  # the sessions wanted (None: all), but those `exclude`
+    exclude: frozenset[str]
+    was: str | None  # where the repository was when it was read
+
+
 @dataclass
 class Archive:
     """What an earlier output gives as a source: a unit per session group whose files it holds."""
@@ -71,6 +86,9 @@ class Archive:
     recorded: dict[str, str | None] = field(default_factory=dict)  # file -> the SHA-256 the output recorded
     last_read: dict[str, str | None] = field(default_factory=dict)  # owner -> when its files were last read
     not_carried: list[dict] = field(default_factory=list)  # files held without their bytes: path, session_key, reason
+    # the repositories of Entire sessions rebuilt from the output's copy (`HeldRepository`), in a
+    # temporary folder that lives as long as this archive
+    repositories: list[HeldRepository] = field(default_factory=list)
     # the tool-results/ files present when the output's runs read its files (`parts.capture_state`
     # external): a rebuilt session's persisted outputs are as they were then
     tool_results: set[str] = field(default_factory=set)
@@ -115,17 +133,36 @@ def discover(
     # the groups wanted are read; the group its rebuilt file is classified in is checked below
     # (a key names its group whole where no `/` splits it: an Entire session named by its folder, `<id>/<n>`)
     wanted = [i for i in inputs if (owners is None or _owner(i) in owners) and not {_owner(i), i.get("session_key")} & exclude]
-    rebuilt = []
+    # the sessions read from Git come from the repositories the output holds, rebuilt (`carry_repository`)
+    holding = git_held.held_repositories(folder, damaged) if any(i.get("provenance") for i in wanted) else set()
+    rebuilt, from_git = [], {}
     for i in wanted:
-        reason = _not_rebuilt(i)
+        reason = None if _repository(i) in holding else _not_rebuilt(i)
         if reason:
             archive.not_carried.append({"path": i["path"], "session_key": i.get("session_key"), "reason": reason})
+        elif i.get("provenance"):
+            from_git.setdefault(_repository(i), []).append(i)
         else:
             rebuilt.append(i)
-    if not rebuilt:
+    if not rebuilt and not from_git:
         return archive
     state = _state(folder)
     reads = state.get("reads") if isinstance(state.get("reads"), dict) else {}
+    if from_git:
+        workspace = git_held.workspace(archive)
+        read = {r.get("repository"): r for r in (manifest.get("entire") or {}).get("repositories", [])
+                if isinstance(r, dict)}
+        for name, entries in sorted(from_git.items()):
+            path = git_held.rebuild(folder, name, workspace, damaged)
+            archive.repositories.append(HeldRepository(
+                name, path, bool(read.get(name, {}).get("all_checkpoints")), tuple(entries),
+                None if owners is None else frozenset(owners), frozenset(exclude), read.get(name, {}).get("path"),
+            ))
+            archive.recorded.update((e["path"], e.get("sha256")) for e in entries)
+        # when each session was last read (those without a transcript, which no input names, too)
+        archive.last_read.update((key, _read_at(read)) for key, read in reads.items())
+    if not rebuilt:
+        return archive
     # the batches whose parts hold each group's rows (a group's files are read from those alone), as
     # the state lists them
     parts: dict[str, set[str]] = {}
@@ -176,10 +213,37 @@ def discover(
             fingerprint=tuple((s.name, s.size, entries[s.name].get("sha256")) for s in group),
             newest=sibling_of[owner],
         ))
-        read = reads.get(owner)
-        archive.last_read[owner] = read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
-    archive.recorded = {i["path"]: i.get("sha256") for i in rebuilt}
+        archive.last_read[owner] = _read_at(reads.get(owner))
+    archive.recorded.update((i["path"], i.get("sha256")) for i in rebuilt)
     return archive
+
+
+def carry_repository(archive: Archive, repository: HeldRepository, units: list[Unit], summary: dict) -> None:
+    """Take the `units` discovery found in a repository rebuilt from `archive` (its sessions wanted, as
+    `discover` was asked); the inputs of a session the rebuilt repository does not give (a checkpoint
+    no longer under the references last read) go to `not_carried`. Its `summary` (the manifest's
+    `entire.repositories`) names where the repository was, and the output it was rebuilt from."""
+    summary.update(path=repository.was, rebuilt_from=str(archive.root))
+    keys = {e["path"]: {_owner(e), e.get("session_key")} for e in repository.entries}
+    taken = {u.owner for u in units if (repository.owners is None or u.owner in repository.owners)
+             and u.owner not in repository.exclude}
+    archive.units += [u for u in units if u.owner in taken]
+    archive.not_carried += [
+        {"path": e["path"], "session_key": e.get("session_key"),
+         "reason": "read from Git (Entire checkpoints): its checkpoint is not under the references the output holds"}
+        for e in repository.entries if not keys[e["path"]] & taken
+    ]
+
+
+def _read_at(read: object) -> str | None:
+    return read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
+
+
+def _repository(entry: dict) -> str | None:
+    """The repository a manifest input was read from (its provenance), None for a file."""
+    provenance = entry.get("provenance")
+    return provenance[0].get("repository") if isinstance(provenance, list) and provenance and isinstance(
+        provenance[0], dict) else None
 
 
 def _owner(entry: dict) -> str:
@@ -222,7 +286,8 @@ _held = threading.local()  # the files `load` rebuilt for the groups of one set 
 def _not_rebuilt(entry: dict) -> str | None:
     """Why the output holds the file of a manifest input without its bytes, or None when it holds them."""
     if entry.get("provenance"):
-        return "read from Git (Entire checkpoints): its blobs stay in the repository, convert it again from there"
+        return ("read from Git (Entire checkpoints) by a version that kept no copy of the repository's objects: "
+                "convert the repository again")
     if entry.get("format") not in REBUILT_FORMATS:
         return f"a {entry.get('format')} file: its lines are not held in source_lines"
     if entry.get("status") == "foreign":

@@ -7,6 +7,7 @@ a mirror, pruned, corrupt) is reported as None, for the caller to declare as a l
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pygit2
@@ -88,3 +89,54 @@ def peel_commit(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
     except OBJECT_ERRORS:
         return None
     return obj if isinstance(obj, pygit2.Commit) else None
+
+
+# Git's object types by number (libgit2's), as the output names them (git_objects.kind)
+KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+TYPES = {kind: number for number, kind in KINDS.items()}
+
+
+def raw_objects(repo: pygit2.Repository, roots: list[str], *, below: bool) -> Iterator[tuple[str, str, bytes]]:
+    """(ID, kind, bytes) of each object of `roots` and, with `below`, of everything it names down to blobs:
+    a tag's target, a commit's tree (not its parents), a tree's entries. Each object once; an object the
+    repository does not hold (a partial clone, a pruned blob) is passed over, as reading it would be."""
+    seen: set[str] = set()
+    todo = list(reversed(roots))
+    while todo:
+        oid = todo.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        try:
+            number, data = repo.odb.read(pygit2.Oid(hex=oid))
+            obj = repo[oid] if below and number != TYPES["blob"] else None
+        except OBJECT_ERRORS:
+            continue
+        yield oid, KINDS[number], data
+        if isinstance(obj, pygit2.Tag):
+            todo.append(str(obj.target))
+        elif isinstance(obj, pygit2.Commit):
+            todo.append(str(obj.tree_id))
+        elif isinstance(obj, pygit2.Tree):
+            # a gitlink (a submodule's commit) names an object of another repository
+            todo.extend(str(e.id) for e in reversed(list(obj)) if e.type_str != "commit")
+
+
+def write_repository(path: Path, refs: list[tuple[str, str]], objects: Iterable[tuple[str, str, bytes]]) -> Path:
+    """A bare repository at `path` holding `objects` (ID, kind, bytes) as loose objects and the
+    references `refs` (name, ID); the commits whose parents it does not hold are listed as shallow,
+    so that a walk of the history stops at them. Raise SourceError when an object's bytes do not
+    give its ID."""
+    repo = pygit2.init_repository(str(path), bare=True)
+    commits = []
+    for oid, kind, data in objects:
+        if str(repo.odb.write(TYPES[kind], data)) != oid:
+            raise SourceError(f"{path}: the object held as {oid} has other bytes; it cannot be written back.")
+        if kind == "commit":
+            commits.append(oid)
+    for name, oid in refs:
+        repo.references.create(name, oid, force=True)
+    shallow = [c for c in commits if any(p not in repo for p in map(str, repo[c].parent_ids))]
+    if shallow:
+        (path / "shallow").write_text("".join(f"{c}\n" for c in sorted(shallow)), encoding="ascii")
+    return path

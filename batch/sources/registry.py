@@ -96,6 +96,12 @@ def discover(
     if previous is not None and archive.is_output(previous):  # only the groups no other input gives
         given = {u.owner for u in all_units} | {u.owner for a in archives for u in a.units}
         archives.append(archive.discover(previous, exclude=given))
+    for arch in archives:  # the repositories an output holds, rebuilt, read as a repository is
+        for held in arch.repositories:
+            if held.name not in {imp.repository for imp in imports}:  # else the repository as it is now
+                imp = entire_checkpoint.discover(held.path, combine=held.combine)
+                archive.carry_repository(arch, held, imp.units, imp.summary)
+                imports.append(imp)
     inputs = Inputs(found, all_units, imports, event_heads, archives, rollouts=rollouts)
     _carry(inputs)
     return inputs

@@ -18,6 +18,7 @@ from batch.schema import TABLES
 from batch.errors import OutputError
 from batch.sources import registry
 from conftest import SID, assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless, uid, user, write_jsonl
+from test_upgrade import assert_tables_equal
 from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"
@@ -221,17 +222,75 @@ def test_repository_and_files_of_one_session_share_a_group(repo, tmp_path):
         assert_frame_equal(sorted_rows(timeless(got[t.name])), sorted_rows(timeless(want[t.name])), check_row_order=True)
 
 
-def test_an_output_of_another_version_is_not_replaced_while_it_holds_entire_sessions_no_input_gives(repo, tmp_path):
-    """An output whose state another version wrote is read as a source, but it holds Entire sessions
-    without their blobs (they stay in the repository): a run that no longer gives the repository
-    refuses to replace it, naming the way out, and leaves it untouched; given again, it converts."""
+def other_version(out: Path) -> None:
+    """Make `out` an output whose reuse state another version wrote (of other table columns)."""
+    state = json.loads((out / "_reuse.json").read_text())
+    state["tables"] = "0" * 16
+    (out / "_reuse.json").write_text(json.dumps(state))
+
+
+def test_an_output_of_another_version_carries_its_entire_sessions_from_its_copy_of_the_repository(repo, tmp_path):
+    """The output holds the Git objects its Entire sessions were read from (git_refs, git_objects): with
+    the repository gone, an upgrade converts them again from that copy, and the tables are those of a
+    conversion of the repository; so is the output converted into a new folder; the next run reuses all."""
+    sample = tmp_path / "projects" / "-p"
+    write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    want = tmp_path / "want"
+    batch.convert([repo, sample.parent], want)
+    out = tmp_path / "out"
+    batch.convert([repo, sample.parent], out)
+    held = read_tables(out)["git_objects"]
+    assert set(held["read_as"]) == {"storage", "trailer"} and held["object_id"].n_unique() == held.height
+    shutil.rmtree(repo)  # the repository is gone
+    other_version(out)
+    result = batch.convert([sample.parent], out)
+    assert result.manifest["carried"]["not_carried"] == [] and result.manifest["carried"]["inexact"] == []
+    assert set(result.manifest["carried"]["from"][0]["session_groups"]) == GROUPS
+    assert_tables_equal(out, want)
+    sessions = read_tables(out)["sessions"]
+    assert not sessions.filter(pl.col("session_key").is_in(list(GROUPS)))["source_present"].any()
+    assert batch.convert([sample.parent], out).manifest["reuse"]["session_groups_converted"] == 0
+    assert_tables_equal(out, want)
+    rebuilt = tmp_path / "rebuilt"
+    batch.convert([out], rebuilt)
+    assert_tables_equal(rebuilt, want)
+
+
+def test_what_the_output_holds_of_a_repository_follows_it_and_is_kept_when_it_is_not_given(repo, tmp_path):
+    out = tmp_path / "out"
+    batch.convert([repo], out)
+    part = next((out / "git_objects").glob("part-*.parquet"))
+    inode = part.stat().st_ino
+    batch.convert([repo], out)  # the same references and trailers: the same objects, linked
+    assert part.stat().st_ino == inode
+    new_checkpoints(repo)
+    batch.convert([repo], out)
+    tip = str(pygit2.Repository(str(repo)).references[V1].target)
+    refs = read_tables(out)["git_refs"]
+    assert refs.filter(pl.col("ref") == V1)["object_id"].to_list() == [tip]
+    assert tip in set(read_tables(out)["git_objects"]["object_id"])
+    held = read_tables(out)["git_objects"]
+    sample = tmp_path / "projects" / "-p"
+    write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    batch.convert([sample.parent], out)  # the repository not given: what the output holds of it is kept
+    assert_frame_equal(sorted_rows(read_tables(out)["git_objects"]), sorted_rows(held))
+
+
+def test_an_output_without_a_copy_of_the_repository_is_not_replaced_while_no_input_gives_its_entire_sessions(
+        repo, tmp_path):
+    """An output of a version that kept no copy of the repositories it read (no git_objects) holds Entire
+    sessions without their blobs: a run of another version that no longer gives the repository refuses to
+    replace it, naming the way out, and leaves it untouched; given again, it converts."""
     out = tmp_path / "out"
     sample = tmp_path / "projects" / "-p"
     write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
     batch.convert([repo, sample.parent], out)
-    state = json.loads((out / "_reuse.json").read_text())
-    state["tables"] = "0" * 16  # written by a version of other table columns
-    (out / "_reuse.json").write_text(json.dumps(state))
+    other_version(out)
+    manifest = read_manifest(out)
+    for table in ("git_refs", "git_objects"):  # as an output written before they existed
+        shutil.rmtree(out / table)
+        manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith(f"{table}/")}
+    (out / "manifest.json").write_text(json.dumps(manifest))
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold .* --entire REPO.* --prune"):
         batch.convert([sample.parent], out)
@@ -244,8 +303,6 @@ def test_an_output_of_another_version_is_not_replaced_while_it_holds_entire_sess
     assert set(read_tables(out)["sessions"].filter(pl.col("stream_kind") == "main")["session_key"]) >= GROUPS - {"f0f0f0f0f0f0/0"}
     assert result.manifest["carried"]["not_carried"] == []
     # --prune asks for them to be dropped
-    state = json.loads((out / "_reuse.json").read_text())
-    state["tables"] = "0" * 16
-    (out / "_reuse.json").write_text(json.dumps(state))
+    other_version(out)
     batch.convert([sample.parent], out, prune=True)
     assert S1 not in set(read_tables(out)["sessions"]["session_key"])
