@@ -486,10 +486,13 @@ def _carried_summary(carried: dict | None) -> list[str]:
     lines = []
     for source in carried["from"]:
         n, by = len(source["session_groups"]), f"asr-batch {source['written_by']['version']}"
+        repos = source.get("repositories") or []
+        rebuilt = f"; the Git repositories {', '.join(repos)} rebuilt from its copy" if repos else ""
         if source["output"] == "(the previous output)":
-            lines.append(f"  carried {n} kept sessions forward from an output of {by} (converted again from its copy of their files)")
+            lines.append(f"  carried {n} kept sessions forward from an output of {by} (converted again from its copy of "
+                         f"their files{rebuilt})")
         else:
-            lines.append(f"  converted {n} sessions from {source['output']}, an output of {by}")
+            lines.append(f"  converted {n} sessions from {source['output']}, an output of {by}{rebuilt}")
     if carried["inexact"]:
         lines.append(f"  {len(carried['inexact'])} files rebuilt from an output are not byte for byte the files "
                      "as read (manifest.json `carried.inexact`)")

@@ -21,6 +21,9 @@
    own, `refs/bench/next-*`, and moved onto the branches for this step only). Each as a share of the
    full import in wall and CPU seconds; then the re-run's output is compared, table by table and row
    by row (bench/compare.py) and manifest, with a `--full` import of the same repository.
+5. What the output holds of the repository (`git_objects`) against the output's size and the folder's
+   output; then the full import's output converted again into a new folder, its repository rebuilt
+   from `git_objects` (as an upgrade without the repository), timed once and compared with it.
 Each step's CPU seconds are its process's (and its children's); CPU time other processes used
 meanwhile is reported too (the machine's busy time from /proc/stat, less the step's).
 Results go to bench/results/entire-<size>mb.json.
@@ -231,14 +234,20 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def folder_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / (1 << 20)
+
+
 def same_output(a: Path, b: Path) -> bool:
-    """Every table equal row by row (bench/compare.py), and the manifests but for their `reuse`."""
+    """Every table equal row by row (bench/compare.py) but for when sessions were last read, and the
+    manifests but for their `reuse` and `files` (the part files, which batches the runs made)."""
     tables = subprocess.run([sys.executable, str(ROOT / "bench" / "compare.py"), str(a), str(b),
                              "--exclude", "sessions.source_last_read_at"],
                             stdout=subprocess.DEVNULL, check=False).returncode == 0
     manifests = [json.loads((o / "manifest.json").read_text()) for o in (a, b)]
     for m in manifests:
         m.pop("reuse")
+        m.pop("files")
     return tables and manifests[0] == manifests[1]
 
 
@@ -305,6 +314,17 @@ def main() -> None:
         identical = same_output(out, work / "out-full")
     finally:
         move(refs)
+    # what the output holds of the repository, and the output converted again from it alone (the
+    # repository rebuilt from git_objects, as an upgrade without the repository does)
+    sizes = {name: folder_mb(path) for name, path in (("output", work / "out-full"), ("output_files", work / "out-files"),
+                                                       ("git_objects", work / "out-full" / "git_objects"))}
+    rebuilt = work / "out-rebuilt"
+    shutil.rmtree(rebuilt, ignore_errors=True)
+    best["rebuild"] = timed([cli, "convert", str(work / "out-full"), "--out", str(rebuilt), "--quiet"])
+    rebuilt_identical = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), str(work / "out-full"), str(rebuilt),
+         "--exclude", "sessions.source_last_read_at", "--exclude", "sessions.source_present"],
+        stdout=subprocess.DEVNULL, check=False).returncode == 0
     ratio = best["import"]["s"] / (best["cat_file"]["s"] + best["convert_files"]["s"])
     full = best["import"]
     result = {
@@ -316,13 +336,15 @@ def main() -> None:
         **{f"{k}_other_cpu_s": round(v["other_cpu_s"], 2) for k, v in best.items() if v["other_cpu_s"] is not None},
         "ratio": round(ratio, 2), "target": 1.3, "grown_session_mb": built["grown_session_mb"],
         "reuse": reuse, "rerun_identical_to_full": identical, "runs": runs,
+        **{f"{k}_mb": round(v, 1) for k, v in sizes.items()}, "rebuilt_identical": rebuilt_identical,
         "cpus": os.cpu_count(), "load_average": os.getloadavg(),
     }
     print(f"repository {repo_mb:.1f} MiB ({built['checkpoints']} checkpoints of {built['sessions']} sessions), "
           f"transcripts converted {files_mb:.1f} MiB")
     for name, label in (("cat_file", "git cat-file --batch"), ("convert_files", "convert the folder"),
                         ("import", "import the repository"), ("rerun_unchanged", "re-run, nothing changed"),
-                        ("rerun_new_checkpoint", "re-run, one new checkpoint")):
+                        ("rerun_new_checkpoint", "re-run, one new checkpoint"),
+                        ("rebuild", "the output converted again")):
         b = best[name]
         share = f"  {b['s'] / full['s']:6.1%} / {b['cpu_s'] / full['cpu_s']:6.1%} of the import" if "rerun" in name \
             else ""
@@ -334,6 +356,9 @@ def main() -> None:
               f"converted {summary['session_groups_converted']}, final stage {summary['final_stage']}")
     print(f"new checkpoint of a {built['grown_session_mb']} MiB session; the re-run's output "
           f"{'equals' if identical else 'DIFFERS from'} a full import")
+    print(f"output {sizes['output']:.1f} MiB, of which git_objects {sizes['git_objects']:.1f} MiB; the folder's "
+          f"output {sizes['output_files']:.1f} MiB; converted again from the output alone (the repository rebuilt "
+          f"from it): {'equal' if rebuilt_identical else 'DIFFERENT'}")
     results = ROOT / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / f"entire-{size}mb.json").write_text(json.dumps(result, indent=2) + "\n")

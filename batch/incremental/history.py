@@ -72,6 +72,8 @@ def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path) -> di
                 "output": str(a.root) if a.root != out.resolve() else "(the previous output)",
                 "written_by": {"version": a.written.version, "archive_format": a.written.archive_format},
                 "session_groups": sorted(o for o, b in taken.items() if b is a),
+                # the Git repositories of Entire checkpoints rebuilt from its copy of their objects
+                "repositories": sorted(r.name for r in a.repositories),
             }
             for a in archives
         ],

@@ -18,7 +18,7 @@ import polars as pl
 from batch.errors import OutputError
 from batch.incremental.state import Batch
 from batch.output import integrity
-from batch.sources import archive
+from batch.sources import archive, registry
 
 COPY_TABLES = ("source_lines", "records", "rejects", "sessions")
 LOSS = "archive.part_damaged"
@@ -73,6 +73,8 @@ def rescue(out: Path, batches: tuple[Batch, ...], owners: set[str], repair: Repa
         if any(p in repair.damaged or not (out / p).is_file() for p in copy):
             lost |= held
     found = archive.discover(out, owners=owners - lost, damaged=repair.damaged) if owners - lost else None
+    if found is not None:  # Entire sessions, from the output's copy of their repository
+        registry.carry_repositories(found, set())
     rebuilt = {u.owner for u in found.units} if found else set()
     if owners - rebuilt and not verify:
         raise OutputError(

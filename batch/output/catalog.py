@@ -48,7 +48,7 @@ OUTPUT_PATH = "asr_output_path"
 TIMEZONE = "asr_timezone"
 LOCAL_DAY = "asr_local_day"
 # DuckDB's memory limit while the catalog is written (decisions/017-final-stage-in-duckdb.md)
-CATALOG_MEMORY = 384 << 20
+CATALOG_MEMORY = 256 << 20
 # The catalog is written in the oldest storage format that holds what it uses, so that every
 # DuckDB since 1.0 opens it, the 1.x command line included (decisions/016-catalog-storage.md).
 STORAGE_VERSION = "v1.0.0"

@@ -170,7 +170,11 @@ class Output:
         data.write_parquet(self.part(name, index, work=True), compression="zstd")
 
     def write_manifest(self, manifest: dict) -> None:
-        (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        # written as it is encoded: the text of a manifest listing every input (90 MB at 8 GiB of
+        # archive) is never held whole, nor its pieces
+        with open(self.tmp / MANIFEST, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2, sort_keys=False)
+            fh.write("\n")
 
     def commit(
         self, manifest: dict | None = None, known: dict[str, list] | None = None, *,

@@ -34,7 +34,7 @@ STORED_MEMORY_BASE = 1 << 30
 # DuckDB's memory limit in the final stage, which builds the cross-session tables over every part:
 # its joins and sorts spill to the run folder beyond it, so the driver's memory does not grow with the
 # archive (docs/performance.md, "The final stage at scale")
-FINAL_MEMORY = 384 << 20
+FINAL_MEMORY = 256 << 20
 # Decoding one line's JSON (sql/batch/observations.sql) holds up to about this many times the line's size
 # in DuckDB, where its length is not in strings elided before the decode (docs/decisions/001-long-lines.md)
 LINE_MEMORY_FACTOR = 40

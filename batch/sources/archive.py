@@ -10,9 +10,12 @@ mark and SHA-256 in the manifest's `inputs`, a subagent's sidecar in `sessions.s
 file whose SHA-256 is the recorded one is the file as read; one that differs (whitespace of blank
 lines, between objects of one line) is listed in the manifest's `carried.inexact`.
 
-Files an output holds without their bytes are not carried: a foreign file (not a transcript), a
-session read from Git (Entire checkpoints: their blobs stay in the repository), a file of Entire
-lifecycle events. They are listed in the manifest's `carried.not_carried` with the reason.
+Sessions read from Git (Entire checkpoints) come from the output's copy of the repository's objects
+(`git_refs`, `git_objects`), rebuilt as a repository that discovery reads as it read the original
+(sources/entire/held.py, `HeldRepository`, `carry_repository`). Files an output holds without their
+bytes are not carried: a foreign file (not a transcript), a session read from Git by a version that
+kept no copy of the objects, a file of Entire lifecycle events. They are listed in the manifest's
+`carried.not_carried` with the reason.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pygit2
 
 from batch import sql
-from batch.errors import OutputError
+from batch.errors import OutputError, SourceError
 from batch.output.folder import manifest_of
 from batch.output.layout import STATE
 from batch.sources import claude_code, codex
@@ -153,7 +157,13 @@ def discover(
         read = {r.get("repository"): r for r in (manifest.get("entire") or {}).get("repositories", [])
                 if isinstance(r, dict)}
         for name, entries in sorted(from_git.items()):
-            path = git_held.rebuild(folder, name, workspace, damaged)
+            try:
+                path = git_held.rebuild(folder, name, workspace, damaged)
+            except (OSError, pa.ArrowException, pygit2.GitError, SourceError) as exc:
+                archive.not_carried += [{"path": e["path"], "session_key": e.get("session_key"), "reason":
+                                         f"read from Git (Entire checkpoints): the output's copy of {name} is damaged "
+                                         f"({exc})"} for e in entries]
+                continue
             archive.repositories.append(HeldRepository(
                 name, path, bool(read.get(name, {}).get("all_checkpoints")), tuple(entries),
                 None if owners is None else frozenset(owners), frozenset(exclude), read.get(name, {}).get("path"),
@@ -286,8 +296,9 @@ _held = threading.local()  # the files `load` rebuilt for the groups of one set 
 def _not_rebuilt(entry: dict) -> str | None:
     """Why the output holds the file of a manifest input without its bytes, or None when it holds them."""
     if entry.get("provenance"):
-        return ("read from Git (Entire checkpoints) by a version that kept no copy of the repository's objects: "
-                "convert the repository again")
+        return ("read from Git (Entire checkpoints), and the output holds no intact copy of the repository's objects "
+                "(written by asr-batch 0.3.0 or earlier, or its git_refs or git_objects part damaged): convert the "
+                "repository again")
     if entry.get("format") not in REBUILT_FORMATS:
         return f"a {entry.get('format')} file: its lines are not held in source_lines"
     if entry.get("status") == "foreign":

@@ -96,15 +96,27 @@ def discover(
     if previous is not None and archive.is_output(previous):  # only the groups no other input gives
         given = {u.owner for u in all_units} | {u.owner for a in archives for u in a.units}
         archives.append(archive.discover(previous, exclude=given))
-    for arch in archives:  # the repositories an output holds, rebuilt, read as a repository is
-        for held in arch.repositories:
-            if held.name not in {imp.repository for imp in imports}:  # else the repository as it is now
-                imp = entire_checkpoint.discover(held.path, combine=held.combine)
-                archive.carry_repository(arch, held, imp.units, imp.summary)
-                imports.append(imp)
+    for arch in archives:
+        imports += carry_repositories(arch, {imp.repository for imp in imports})
     inputs = Inputs(found, all_units, imports, event_heads, archives, rollouts=rollouts)
     _carry(inputs)
     return inputs
+
+
+def carry_repositories(arch: archive.Archive, given: set[str]) -> list[entire_checkpoint.Import]:
+    """Read the repositories the output `arch` holds, rebuilt from its copy, as a repository is read,
+    and take their sessions into `arch`'s units; but a repository named in `given` (read from where it is
+    now, or from an output named before), whose sessions it does not give are not carried."""
+    imports = []
+    for held in arch.repositories:
+        if held.name in given:
+            archive.carry_repository(arch, held, [], {})
+            continue
+        imp = entire_checkpoint.discover(held.path, combine=held.combine)
+        archive.carry_repository(arch, held, imp.units, imp.summary)
+        imports.append(imp)
+        given = given | {held.name}
+    return imports
 
 
 def refuse_uncarried(found_all: Inputs, out: Path) -> None:

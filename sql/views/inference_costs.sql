@@ -70,18 +70,32 @@ located as (
     left join streams as root on root.session_key = s.root_session_key
 ),
 
-price_days as (
-    select distinct model, effective_date from prices
+-- The price of each (model, UTC day) first, then of each response by a join on it: the prices and the
+-- model-days are few, so the responses are only probed against them (a join that never holds them).
+model_days as (
+    select distinct model, day from located where model is not null and day is not null
+),
+
+day_prices as (
+    select m.model, m.day, max(p.effective_date) as price_effective_date,
+    from model_days as m
+    join (select distinct model, effective_date from prices) as p
+        on p.model = m.model and p.effective_date <= m.day
+    group by m.model, m.day
 ),
 
 dated as (
-    select
-        l.*,
-        d.effective_date as price_effective_date,
+    select l.*, d.price_effective_date,
     from located as l
-    asof left join price_days as d
-        on d.model = l.model
-        and l.day >= d.effective_date
+    left join day_prices as d using (model, day)
+),
+
+-- the context tiers of each (model, effective_date): from min_input_tokens up to the next tier's
+tiers as (
+    select
+        *,
+        lead(min_input_tokens) over (partition by model, effective_date order by min_input_tokens) as next_min_input_tokens,
+    from prices
 ),
 
 priced as (
@@ -99,10 +113,11 @@ priced as (
         coalesce(p.cache_write_5m_usd_per_mtok, 0) <> 0 or coalesce(p.cache_write_1h_usd_per_mtok, 0) <> 0
             as has_cache_write_price,
     from dated as d
-    asof left join prices as p
+    left join tiers as p
         on p.model = d.model
         and p.effective_date = d.price_effective_date
         and coalesce(d.input_total_tokens, 0) >= p.min_input_tokens
+        and (p.next_min_input_tokens is null or coalesce(d.input_total_tokens, 0) < p.next_min_input_tokens)
 ),
 
 final as (

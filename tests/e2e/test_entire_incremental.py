@@ -246,6 +246,8 @@ def test_an_output_of_another_version_carries_its_entire_sessions_from_its_copy_
     result = batch.convert([sample.parent], out)
     assert result.manifest["carried"]["not_carried"] == [] and result.manifest["carried"]["inexact"] == []
     assert set(result.manifest["carried"]["from"][0]["session_groups"]) == GROUPS
+    assert result.manifest["carried"]["from"][0]["repositories"] == [repo.name]
+    assert result.manifest["entire"]["repositories"][0]["rebuilt_from"] == str(out.resolve())
     assert_tables_equal(out, want)
     sessions = read_tables(out)["sessions"]
     assert not sessions.filter(pl.col("session_key").is_in(list(GROUPS)))["source_present"].any()
@@ -306,3 +308,21 @@ def test_an_output_without_a_copy_of_the_repository_is_not_replaced_while_no_inp
     other_version(out)
     batch.convert([sample.parent], out, prune=True)
     assert S1 not in set(read_tables(out)["sessions"]["session_key"])
+
+
+def test_a_damaged_copy_of_a_repository_is_named_not_an_internal_error(repo, tmp_path):
+    """The output's copy of a repository truncated (a disk error, a partial copy) while the repository is
+    gone: its sessions cannot be carried, and the run over an output of another version says so and
+    leaves it untouched, as for any session no intact copy holds."""
+    out = tmp_path / "out"
+    sample = tmp_path / "projects" / "-p"
+    write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
+    batch.convert([repo, sample.parent], out)
+    shutil.rmtree(repo)
+    other_version(out)
+    part = next((out / "git_objects").glob("part-*.parquet"))
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold"):
+        batch.convert([sample.parent], out)
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before

@@ -101,6 +101,7 @@ def test_an_output_of_an_earlier_version_is_carried_forward(fixture, sample, eve
         "output": "(the previous output)",
         "written_by": {"version": version, "archive_format": written.get("archive", {}).get("format", 0)},
         "session_groups": [GONE_SID],
+        "repositories": [],
     }]
     assert carried["inexact"] == [] and carried["not_carried"] == []  # every byte rebuilt as it was read
     assert [k["session_key"] for k in result.manifest["kept"]] == [GONE_SID]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pygit2
 
 from batch.schema.entire import GIT_OBJECTS, GIT_REFS
@@ -110,7 +111,17 @@ def _parts(folder: Path, damaged: set[str]) -> list[str]:
     """The names of the parts (one per repository) held whole: in both tables, neither `damaged`."""
     names = []
     for path in sorted((folder / GIT_REFS.name).glob("part-*.parquet")):
-        other = folder / GIT_OBJECTS.name / path.name
-        if all(p.is_file() and not p.is_symlink() and f"{p.parent.name}/{p.name}" not in damaged for p in (path, other)):
+        pair = (path, folder / GIT_OBJECTS.name / path.name)
+        if all(p.is_file() and not p.is_symlink() and f"{p.parent.name}/{p.name}" not in damaged and _readable(p)
+               for p in pair):
             names.append(path.name)
     return names
+
+
+def _readable(path: Path) -> bool:
+    """Whether a part file is a whole Parquet file (a truncated one has no footer)."""
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return False
+    return True
