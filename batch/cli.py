@@ -487,7 +487,8 @@ def _carried_summary(carried: dict | None) -> list[str]:
     for source in carried["from"]:
         n, by = len(source["session_groups"]), f"asr-batch {source['written_by']['version']}"
         repos = source.get("repositories") or []
-        rebuilt = f"; the Git repositories {', '.join(repos)} rebuilt from its copy" if repos else ""
+        rebuilt = (f"; the Git {'repository' if len(repos) == 1 else 'repositories'} {', '.join(repos)} rebuilt "
+                   "from its copy" if repos else "")
         if source["output"] == "(the previous output)":
             lines.append(f"  carried {n} kept sessions forward from an output of {by} (converted again from its copy of "
                          f"their files{rebuilt})")

@@ -13,6 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import batch
+from batch.cli import _summary
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
 from batch.errors import OutputError
@@ -247,6 +248,7 @@ def test_an_output_of_another_version_carries_its_entire_sessions_from_its_copy_
     assert result.manifest["carried"]["not_carried"] == [] and result.manifest["carried"]["inexact"] == []
     assert set(result.manifest["carried"]["from"][0]["session_groups"]) == GROUPS
     assert result.manifest["carried"]["from"][0]["repositories"] == [repo.name]
+    assert f"the Git repository {repo.name} rebuilt from its copy" in _summary(result)
     assert result.manifest["entire"]["repositories"][0]["rebuilt_from"] == str(out.resolve())
     assert_tables_equal(out, want)
     sessions = read_tables(out)["sessions"]
