@@ -98,6 +98,8 @@ def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str]) 
     written = set()
     for imp in imports:
         part = reuse.part_id(["git", imp.repository])
+        if part in written:  # another repository of the same name (the rows name repositories by name): the first
+            continue
         written.add(part)
         refs = held.refs_table(imp.repository, list(imp.refs))
         if keep and _holds(output, part, refs, imp.trailers, damaged):
