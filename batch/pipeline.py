@@ -13,12 +13,12 @@ from pathlib import Path
 import polars as pl
 
 from batch import reuse
-from batch.errors import OutputError, SourceError
+from batch.errors import SourceError
 from batch.incremental import carving, history, upgrade
 from batch.incremental import plan as incremental
 from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
-from batch.output.folder import Output, finish_interrupted_swap, forget_manifest, lock_output
+from batch.output.folder import Output, check_apart, finish_interrupted_swap, forget_manifest, lock_output
 from batch.output.layout import WORK
 from batch.output.prices import read_prices
 from batch.run import finalize as final
@@ -86,7 +86,7 @@ def convert(
     `progress(done_bytes, total_bytes)` is called after each batch.
     """
     # refused before the lock file is made beside `out`: an output that is, holds or lies in an input
-    _check_apart(registry.given_roots(sources, entire, entire_events), out)
+    check_apart(registry.given_roots(sources, entire, entire_events), out)
     overrides = None if prices is None else read_prices(prices)  # a bad file is refused before any work
     with lock_output(out, warn):
         return _convert(
@@ -141,7 +141,7 @@ def _convert(
         sources, list(entire), combine=all_checkpoints, events=list(entire_events),
         known=known, known_events=known_events, previous=carried,
     )
-    _check_apart(found_all.found.roots, out)
+    check_apart(found_all.found.roots, out)
     if carried is not None:
         registry.refuse_uncarried(found_all, out)
     if not found_all.units:
@@ -149,17 +149,22 @@ def _convert(
     output = Output(out)
     if output.stale_removed:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
-    stop = Stop()
+    stop, held = Stop(), None
     try:
         planned = incremental.plan(
             output, previous, found_all, verify=options.verify, full=options.full, prune=options.prune,
             batch_bytes=options.batch_bytes,
         )
         planned, taken = incremental.take_previous(output, planned, found_all, batch_bytes=options.batch_bytes, stop=stop)
+        held = final.HeldCopy(output, found_all.imports, keep=planned.previous is not None and not options.prune,
+                              damaged=planned.repair.damaged, stop=stop)  # beside the tasks
         not_converted = _run_tasks(output, planned, found_all, taken, options, stop)
+        taken.count(held.counts())
         manifest = _finish(output, planned, found_all, taken, not_converted, options, read_at)
     except BaseException:
         stop.set()
+        if held is not None:
+            held.wait()
         forget_manifest()  # a failed run does not keep the previous manifest it parsed
         output.abort()
         raise
@@ -233,8 +238,7 @@ def _finish(
         output.write_work(final.SOURCE_LOSSES, p.repair.losses(), reuse.unique_part(reuse.part_id(["damaged"]), p.used))
     if p.previous is not None and not options.prune:
         final.keep_run_rows(output, run_frames)
-    taken.count(final.write_source_parts(output, run_frames, reuse.part_id(()), found_all.imports,
-                                         keep=p.previous is not None and not options.prune, damaged=p.repair.damaged))
+    taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
     taken.inputs.sort(key=lambda i: i["path"])
     reads = history.reads(
         p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
@@ -276,23 +280,6 @@ def _finish(
             overrides=options.overrides, db=db,
         )
     return manifest
-
-
-def _check_apart(roots: list[Path], out: Path) -> None:
-    """Refuse an output folder that is an input, lies inside one, or holds one: it is replaced on every run."""
-    target = out.resolve()
-    for root in roots:
-        if target == root:
-            where = "is the input"
-        elif target.is_relative_to(root):
-            where = "is inside the input"
-        elif root.is_relative_to(target):
-            where = "contains the input"
-        else:
-            continue
-        raise OutputError(
-            f"--out {out} {where} {root}. Pass an output folder outside the inputs: it is replaced on every run."
-        )
 
 
 def _now() -> str:

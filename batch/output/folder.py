@@ -224,6 +224,23 @@ class Output:
             self._lock = None
 
 
+def check_apart(roots: list[Path], out: Path) -> None:
+    """Refuse an output folder that is an input, lies inside one, or holds one: it is replaced on every run."""
+    target = out.resolve()
+    for root in roots:
+        if target == root:
+            where = "is the input"
+        elif target.is_relative_to(root):
+            where = "is inside the input"
+        elif root.is_relative_to(target):
+            where = "contains the input"
+        else:
+            continue
+        raise OutputError(
+            f"--out {out} {where} {root}. Pass an output folder outside the inputs: it is replaced on every run."
+        )
+
+
 def _remove_temporaries(folder: Path) -> None:
     """Remove the temporary part files (`TEMPORARY_RE`) in the table folders of a run folder."""
     for path in [*folder.glob("*/.part-*"), *folder.glob(f"{WORK}/*/.part-*")]:

@@ -5,16 +5,19 @@ every task (docs/performance.md, "The final stage at scale")."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batch import reuse, sql
 from batch.run import task
+from batch.run.memory import Stop, Stopped
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.entire import GIT_OBJECTS, GIT_REFS
 from batch.schema.work import WORK_SCHEMAS
@@ -72,27 +75,44 @@ def keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None
             frames.setdefault(name, []).append(kept)
 
 
-def write_source_parts(
-    output: Output, frames: dict[str, list[pl.DataFrame]], index: str, imports: list, *, keep: bool,
-    damaged: set[str],
-) -> dict[str, int]:
+def write_source_parts(output: Output, frames: dict[str, list[pl.DataFrame]], index: str) -> dict[str, int]:
     """Write the rows sources contribute once per run to batch tables (vcs_events of commit trailers), as one
-    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`; what
-    the output holds of each repository read (`write_held`)."""
+    more part after the batches' parts; the scans' losses as a part of the work table `source_losses`."""
     if frames.get("losses"):
         output.write_work(SOURCE_LOSSES, pl.from_arrow(task.cast(WORK_SCHEMAS[SOURCE_LOSSES], frames["losses"])), index)
-    counts = write_held(output, imports, keep=keep, damaged=damaged)
+    counts = {}
     for table in TABLES:
         if table.stage == "batch" and frames.get(table.name):
             counts[table.name] = output.write(table, _concat(table.schema, frames[table.name]), index)
     return counts
 
 
-def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str]) -> dict[str, int]:
+class HeldCopy:
+    """`write_held` on a thread of its own, started before the tasks: reading a repository's objects
+    and writing them (Git's inflate, zstd) runs beside the batches, which leave part of the CPUs idle."""
+
+    def __init__(self, output: Output, imports: list, *, keep: bool, damaged: set[str], stop: Stop) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="held-copy")
+        self._future = self._pool.submit(write_held, output, imports, keep=keep, damaged=damaged, stop=stop)
+
+    def counts(self) -> dict[str, int]:
+        """The rows written, once the copy is done (its error, if any, raised here)."""
+        try:
+            return self._future.result()
+        finally:
+            self._pool.shutdown()
+
+    def wait(self) -> None:
+        """Let the copy end (it stops at its next piece once the run is stopped), whatever became of it."""
+        self._pool.shutdown(wait=True)
+
+
+def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str], stop: Stop | None = None) -> dict[str, int]:
     """Write what the output holds of each repository read (sources/entire/held.py), a part per repository:
     the previous output's part when the repository's references and trailer commits are the ones it
-    holds (the objects are then the same), else the objects read again. With `keep`, the previous
-    output's parts of the repositories not read this time are kept (those not `damaged`)."""
+    holds (the objects are then the same), else its references now and their objects, those the previous
+    part holds taken from it (only trees, commits and tags are read to find them). With `keep`, the
+    previous output's parts of the repositories not read this time are kept (those not `damaged`)."""
     tables = (GIT_REFS, GIT_OBJECTS)
     counts = dict.fromkeys((t.name for t in tables), 0)
     written = set()
@@ -102,14 +122,24 @@ def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str]) 
             continue
         written.add(part)
         refs = held.refs_table(imp.repository, list(imp.refs))
-        if keep and _holds(output, part, refs, imp.trailers, damaged):
+        before = _held_part(output, part, damaged) if keep else None
+        if before is not None and _holds(before, refs, imp.trailers):
             for table in tables:
                 output.link(output.out / table.name / f"part-{part}.parquet", table.name, part)
-        else:
-            output.write(GIT_REFS, refs, part)
-            with output.open(GIT_OBJECTS, part) as objects:
-                for piece in held.object_pieces(Path(imp.git_path), imp.repository, list(imp.trailers)):
-                    objects.append(piece)
+            continue
+        output.write(GIT_REFS, refs, part)
+        with output.open(GIT_OBJECTS, part) as objects:
+            # the objects read now that the output lacks (a new checkpoint adds a few), then those it holds
+            # that are still named
+            known = set(before[1].read(columns=["object_id"])["object_id"].to_pylist()) if before else set()
+            kept: set[str] = set()
+            for piece in held.object_pieces(Path(imp.git_path), imp.repository, list(imp.trailers), known, kept):
+                if stop is not None and stop.event.is_set():
+                    raise Stopped
+                objects.append(piece)
+            for i in range(before[1].num_row_groups if before else 0):
+                piece = before[1].read_row_group(i)
+                objects.append(piece.filter(pc.is_in(piece["object_id"], pa.array(sorted(kept), pa.string()))))
     if keep:
         for path in sorted((output.out / GIT_REFS.name).glob("part-*.parquet")):
             part = path.stem.removeprefix("part-")
@@ -123,19 +153,25 @@ def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str]) 
     return counts
 
 
-def _holds(output: Output, part: str, refs: pa.Table, trailers: tuple[str, ...], damaged: set[str]) -> bool:
-    """Whether the previous output's held part `part` is of these references and trailer commits."""
+def _held_part(output: Output, part: str, damaged: set[str]) -> tuple[pa.Table, pq.ParquetFile] | None:
+    """The previous output's held part `part` (its git_refs rows, its git_objects file) when both files
+    are intact, else None."""
     files = [output.out / t.name / f"part-{part}.parquet" for t in (GIT_REFS, GIT_OBJECTS)]
-    if not all(f.is_file() for f in files) or any(f"{f.parent.name}/{f.name}" in damaged for f in files):
-        return False
+    if not all(f.is_file() and f"{f.parent.name}/{f.name}" not in damaged for f in files):
+        return None
     try:
-        before = pq.read_table(files[0])
-        kinds = pq.read_table(files[1], columns=["object_id", "read_as"])
+        return pq.read_table(files[0]), pq.ParquetFile(files[1])
     except (OSError, pa.ArrowException):
-        return False
+        return None
+
+
+def _holds(before: tuple[pa.Table, pq.ParquetFile], refs: pa.Table, trailers: tuple[str, ...]) -> bool:
+    """Whether the previous output's held part `before` is of these references and trailer commits."""
+    held_refs, objects = before
+    kinds = objects.read(columns=["object_id", "read_as"])
     held_trailers = sorted(o for o, r in zip(kinds["object_id"].to_pylist(), kinds["read_as"].to_pylist())
                            if r == held.TRAILER)
-    return before.sort_by("ref").equals(refs.sort_by("ref")) and held_trailers == sorted(trailers)
+    return held_refs.sort_by("ref").equals(refs.sort_by("ref")) and held_trailers == sorted(trailers)
 
 
 @dataclass

@@ -96,30 +96,36 @@ KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 TYPES = {kind: number for number, kind in KINDS.items()}
 
 
-def raw_objects(repo: pygit2.Repository, roots: list[str], *, below: bool) -> Iterator[tuple[str, str, bytes]]:
+def raw_objects(
+    repo: pygit2.Repository, roots: list[str], *, below: bool, known: set[str] = frozenset(),
+) -> Iterator[tuple[str, str, bytes | None]]:
     """(ID, kind, bytes) of each object of `roots` and, with `below`, of everything it names down to blobs:
     a tag's target, a commit's tree (not its parents), a tree's entries. Each object once; an object the
-    repository does not hold (a partial clone, a pruned blob) is passed over, as reading it would be."""
+    repository does not hold (a partial clone, a pruned blob) is passed over, as reading it would be.
+    An object `known` comes with None for its bytes: a known blob is not read."""
     seen: set[str] = set()
-    todo = list(reversed(roots))
+    todo = [(oid, None) for oid in reversed(roots)]
     while todo:
-        oid = todo.pop()
+        oid, kind = todo.pop()
         if oid in seen:
             continue
         seen.add(oid)
+        if kind == "blob" and oid in known:
+            yield oid, kind, None
+            continue
         try:
             number, data = repo.odb.read(pygit2.Oid(hex=oid))
             obj = repo[oid] if below and number != TYPES["blob"] else None
         except OBJECT_ERRORS:
             continue
-        yield oid, KINDS[number], data
+        yield oid, KINDS[number], None if oid in known else data
         if isinstance(obj, pygit2.Tag):
-            todo.append(str(obj.target))
+            todo.append((str(obj.target), None))
         elif isinstance(obj, pygit2.Commit):
-            todo.append(str(obj.tree_id))
+            todo.append((str(obj.tree_id), "tree"))
         elif isinstance(obj, pygit2.Tree):
             # a gitlink (a submodule's commit) names an object of another repository
-            todo.extend(str(e.id) for e in reversed(list(obj)) if e.type_str != "commit")
+            todo.extend((str(e.id), e.type_str) for e in reversed(list(obj)) if e.type_str != "commit")
 
 
 def write_repository(path: Path, refs: list[tuple[str, str]], objects: Iterable[tuple[str, str, bytes]]) -> Path:

@@ -6,7 +6,8 @@ run that reads a repository writes what its checkpoint scan, its session loads a
 read, as Git stores it (batch/schema/entire.py): the references the scan reads with the objects they
 name (`git_refs`), and the objects verbatim, each its kind and bytes, so each keeps its ID
 (`git_objects`): everything under those references down to blobs, each commit without its history,
-and the commits of the code history whose message names a checkpoint. `rebuild` writes them back as
+and the commits of the code history whose message names a checkpoint; a run whose references moved
+reads only the blobs the output does not hold yet (run/finalize.py `write_held`). `rebuild` writes them back as
 a bare repository of the same name, whose commits without parents are shallow; discovery reads it as
 it read the original (formats/entire_checkpoint.py `discover`), and its rows are the same.
 """
@@ -48,20 +49,26 @@ def refs_table(repository: str, refs: list[tuple[str, str]]) -> pa.Table:
     }, schema=GIT_REFS.schema)
 
 
-def object_pieces(path: Path, repository: str, trailers: list[str]) -> Iterator[pa.Table]:
+def object_pieces(
+    path: Path, repository: str, trailers: list[str], known: set[str] = frozenset(), kept: set[str] | None = None,
+) -> Iterator[pa.Table]:
     """The rows of git_objects for the repository at `path` (named `repository`), a piece of about
-    PIECE_BYTES at a time: what its storage references name, then the `trailers` commits."""
+    PIECE_BYTES at a time: what its storage references name, then the `trailers` commits; but the
+    objects `known` (held already), whose IDs go to `kept` instead, their blobs not read."""
     repo = pygit2.Repository(str(path))
     rows: dict[str, list] = {c: [] for c in GIT_OBJECTS.schema.names}
     size = 0
     held = set()
-    found = [(STORAGE, raw_objects(repo, [oid for _, oid in storage_refs(repo)], below=True)),
-             (TRAILER, raw_objects(repo, trailers, below=False))]
+    found = [(STORAGE, raw_objects(repo, [oid for _, oid in storage_refs(repo)], below=True, known=known)),
+             (TRAILER, raw_objects(repo, trailers, below=False, known=known))]
     for read_as, objects in found:
         for oid, kind, data in objects:
             if oid in held:  # a trailer commit that is also storage
                 continue
             held.add(oid)
+            if data is None:
+                kept.add(oid)
+                continue
             for column, value in zip(rows, (repository, oid, kind, read_as, data)):
                 rows[column].append(value)
             size += len(data)
