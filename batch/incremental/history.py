@@ -120,13 +120,15 @@ def replaced(
     for owner, fp in sorted(before.items()):
         if current.get(owner) is None:
             continue
-        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list) and len(e) == 4}
+        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list)}
         for entry in fp or []:
             if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int)):
                 continue  # a Git object or an events file: not a file read by its bytes
             name, size = entry[0], entry[1]
             if name not in now:
                 found_replaced[name] = "gone"
+            elif len(now[name]) != 4:
+                continue  # gone, and converted from the output's copy of it (`plan.carry_gone_files`)
             elif now[name][1] < size:
                 found_replaced[name] = "rewritten"
             elif now[name][:3] != entry[:3] and name in files:

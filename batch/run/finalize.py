@@ -107,7 +107,9 @@ class HeldCopy:
         self._pool.shutdown(wait=True)
 
 
-def write_held(output: Output, imports: list, *, keep: bool, damaged: set[str], stop: Stop | None = None) -> dict[str, int]:
+def write_held(
+    output: Output, imports: list, *, keep: bool, damaged: set[str], stop: Stop | None = None,
+) -> dict[str, int]:
     """Write what the output holds of each repository read (sources/entire/held.py), a part per repository:
     the previous output's part when the repository's references and trailer commits are the ones it
     holds (the objects are then the same), else its references now and their objects, those the previous

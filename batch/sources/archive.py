@@ -12,10 +12,11 @@ lines, between objects of one line) is listed in the manifest's `carried.inexact
 
 Sessions read from Git (Entire checkpoints) come from the output's copy of the repository's objects
 (`git_refs`, `git_objects`), rebuilt as a repository that discovery reads as it read the original
-(sources/entire/held.py, `HeldRepository`, `carry_repository`). Files an output holds without their
-bytes are not carried: a foreign file (not a transcript), a session read from Git by a version that
-kept no copy of the objects, a file of Entire lifecycle events. They are listed in the manifest's
-`carried.not_carried` with the reason.
+(sources/entire/held.py, `HeldRepository`, `carry_repository`). A file of Entire lifecycle events is
+rebuilt like a transcript, a unit per session it names (`_event_sessions`). Files an output holds
+without their bytes are not carried: a foreign file (not a transcript), a session read from Git by a
+version that kept no copy of the objects. They are listed in the manifest's `carried.not_carried`
+with the reason.
 """
 
 from __future__ import annotations
@@ -42,8 +43,11 @@ from batch.sources.base import Loaded, Stream, Unit, spooled
 from batch.sources.entire import held as git_held
 from batch.version import ARCHIVE_FORMAT, VERSION
 
+# Entire lifecycle events (formats/entire_events.py): a file holds the events of one or more sessions,
+# each a unit of its own owned by the session
+EVENTS = "entire-agent-events"
 # the formats whose files an output holds line by line (a manifest input without `format` is Claude Code's)
-REBUILT_FORMATS = (None, codex.FORMAT)
+REBUILT_FORMATS = (None, codex.FORMAT, EVENTS)
 TABLES = ("source_lines", "records", "rejects")
 # the most bytes of files rebuilt in one statement for the groups of one earlier batch (decisions/014)
 SIBLING_BYTES = 16 << 20
@@ -123,20 +127,25 @@ def is_output(path: Path) -> bool:
 
 def discover(
     folder: Path, *, owners: set[str] | None = None, exclude: set[str] = frozenset(), damaged: set[str] = frozenset(),
+    paths: set[str] | None = None,
 ) -> Archive:
     """The session groups the output `folder` holds (those of `owners` when given, but those of
-    `exclude`), one unit each, whose files are rebuilt when its batch runs; files held without their
-    bytes in `not_carried`. The part files `damaged` (paths in the output) are not read."""
+    `exclude`; of their files, those of `paths` when given), one unit each, whose files are rebuilt when
+    its batch runs; files held without their bytes in `not_carried`. The part files `damaged` (paths in
+    the output) are not read."""
     manifest = _manifest(folder)
     if manifest is None:
         raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
     folder = folder.resolve()
     archive = Archive(folder, _written(folder, manifest))
-    inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
+    inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)
+              and (paths is None or i["path"] in paths)]
     # the group of a file, as its stream's key names it (`<owner>` or `<owner>/<agent>`), so that only
     # the groups wanted are read; the group its rebuilt file is classified in is checked below
     # (a key names its group whole where no `/` splits it: an Entire session named by its folder, `<id>/<n>`)
-    wanted = [i for i in inputs if (owners is None or _owner(i) in owners) and not {_owner(i), i.get("session_key")} & exclude]
+    # (a file of events names several sessions: its streams are chosen below, by their own session)
+    wanted = [i for i in inputs if i.get("format") == EVENTS or (
+        (owners is None or _owner(i) in owners) and not {_owner(i), i.get("session_key")} & exclude)]
     # the sessions read from Git come from the repositories the output holds, rebuilt (`carry_repository`)
     holding = git_held.held_repositories(folder, damaged) if any(i.get("provenance") for i in wanted) else set()
     rebuilt, from_git = [], {}
@@ -187,11 +196,18 @@ def discover(
     heads = _rebuild(
         folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES, parts=held_by, damaged=damaged,
     )
-    streams = [_stream(i, heads.get(i["path"], b""), sidecars.get(i.get("session_key"))) for i in rebuilt]
+    sessions = _event_sessions(folder, [i["path"] for i in rebuilt if i.get("format") == EVENTS], damaged)
+    streams = []
+    for i in rebuilt:
+        if i.get("format") == EVENTS:  # a stream per session, as discovery gives (entire_events.discover)
+            streams += [Stream(i["path"], i["size"], "main", key, key, producer_source=EVENTS)
+                        for key in sessions.get(i["path"]) or [i["path"]]]
+        else:
+            streams.append(_stream(i, heads.get(i["path"], b""), sidecars.get(i.get("session_key"))))
     entries = {i["path"]: i for i in rebuilt}
     groups: dict[str, list[Stream]] = {}
     for s in streams:
-        owner = s.session_key if s.producer_source == codex.FORMAT else claude_code.group_owner(s)
+        owner = s.session_key if s.producer_source in (codex.FORMAT, EVENTS) else claude_code.group_owner(s)
         groups.setdefault(owner, []).append(s)
     chosen = {
         owner: sorted(group, key=lambda s: s.name) for owner, group in groups.items()
@@ -211,7 +227,7 @@ def discover(
         if held[owner] != last_parts or sum(e["size"] for e in siblings[-1]) >= SIBLING_BYTES:
             siblings.append([])
             last_parts = held[owner]
-        siblings[-1].extend(entries[s.name] for s in chosen[owner])
+        siblings[-1].extend(entries[s.name] for s in chosen[owner] if entries[s.name] not in siblings[-1])
         sibling_of[owner] = len(siblings) - 1
     for owner, group in sorted(chosen.items()):
         archive.units.append(Unit(
@@ -243,6 +259,23 @@ def carry_repository(archive: Archive, repository: HeldRepository, units: list[U
          "reason": "read from Git (Entire checkpoints): its checkpoint is not under the references the output holds"}
         for e in repository.entries if not keys[e["path"]] & taken
     ]
+
+
+def _event_sessions(folder: Path, files: list[str], damaged: set[str]) -> dict[str, list[str]]:
+    """The sessions each file of lifecycle events names, in the order of their first line (from its
+    `source_lines`)."""
+    parts = _parts(folder, "source_lines", damaged)
+    if not files or not parts:
+        return {}
+    rows = (
+        pl.scan_parquet(parts).filter(pl.col("source_file").is_in(files) & pl.col("session_key").is_not_null())
+        .group_by("source_file", "session_key").agg(first=pl.col("line").min()).sort("source_file", "first")
+        .collect()
+    )
+    sessions: dict[str, list[str]] = {}
+    for name, key, _ in rows.iter_rows():
+        sessions.setdefault(name, []).append(key)
+    return sessions
 
 
 def _read_at(read: object) -> str | None:

@@ -19,7 +19,7 @@ from batch.schema import TABLES
 from batch.errors import OutputError
 from batch.sources import registry
 from conftest import SID, assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless, uid, user, write_jsonl
-from test_upgrade import assert_tables_equal
+from conftest import assert_tables_equal
 from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
 
 V1 = "refs/heads/entire/checkpoints/v1"

@@ -23,6 +23,7 @@ from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
 from conftest import (
+    assert_tables_equal,
     fault_env,
     ROOT,
     assert_same_as_full, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, tool_result,
@@ -109,6 +110,8 @@ def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, mon
 def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
     out = tmp_path / "out"
     batch.convert([sample], out, batch_bytes=1)  # one batch per session group
+    everything = tmp_path / "everything"
+    batch.convert([sample], everything)
     groups = read_manifest(out)["reuse"]["session_groups_converted"]
     if change == "grow":
         grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
@@ -122,7 +125,14 @@ def test_a_changed_input_converts_only_its_group(sample, tmp_path, change):
         with (sample / SUBAGENT).open("a", encoding="utf-8") as f:
             f.write("\n")
     # a deleted session is kept unless pruned (tests/e2e/test_archive.py): pruned, it is as if never given
-    batch.convert([sample], out, batch_bytes=1, prune=change == "delete_session")
+    result = batch.convert([sample], out, batch_bytes=1, prune=change == "delete_session")
+    if change == "delete_subagent":
+        # a file gone from a group that is still there is converted with it from the output's copy: nothing lost
+        assert_tables_equal(out, everything)
+        assert result.manifest["replaced"] == []
+        assert batch.convert([sample], out, batch_bytes=1).manifest["reuse"]["session_groups_converted"] == 0
+        assert_tables_equal(out, everything)
+        return
     summary = assert_same_as_full(sample, out, tmp_path)
     assert summary["final_stage"] == "run"
     if change == "delete_session":

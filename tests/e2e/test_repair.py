@@ -17,7 +17,7 @@ import batch
 from batch.cli import _summary
 from batch.errors import OutputError
 from conftest import read_tables, small_sample
-from test_upgrade import assert_tables_equal
+from conftest import assert_tables_equal
 
 VIEWER_SID = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 VIEWER = f"-Users-demo-viewer/{VIEWER_SID}.jsonl"

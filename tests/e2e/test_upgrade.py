@@ -20,35 +20,19 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 import batch
 import batch.output.folder
 from batch.cli import _summary
 from batch.errors import OutputError
-from batch.schema import TABLES
 from conftest import (
-    fault_env,
-    FIXTURES, ROOT, SAMPLE, SID, assistant, dumps, read_manifest, read_tables, small_sample, sorted_rows, timeless, uid,
-    user,
+    assert_tables_equal, fault_env,
+    FIXTURES, ROOT, SAMPLE, SID, assistant, dumps, read_manifest, small_sample, uid, user,
 )
 
 OUTPUTS = sorted(p for p in (FIXTURES / "outputs").iterdir() if (p / "manifest.json").is_file())
 GONE = "-Users-chip-dev-ai-music"  # the project the fixtures' second run no longer found
 GONE_SID = "fed8ce56-bc79-401f-a83e-af084253362f"
-
-
-def assert_tables_equal(got: Path, want: Path) -> None:
-    """Every output table of `got` equal, row by row, to `want`'s, but for `sessions.source_present`
-    and `source_last_read_at` (which say where and when a session's source was read)."""
-    a_tables, b_tables = read_tables(got), read_tables(want)
-    for t in TABLES:
-        a = timeless(a_tables[t.name]).drop("source_present", strict=False)
-        b = timeless(b_tables[t.name]).drop("source_present", strict=False)
-        try:
-            assert_frame_equal(sorted_rows(a), sorted_rows(b), check_row_order=True)
-        except AssertionError as exc:
-            raise AssertionError(f"table {t.name}: {exc}") from None
 
 
 def tree(folder: Path) -> dict[str, str]:

@@ -23,7 +23,7 @@ from batch.cli import main
 from batch.formats import entire_events
 from batch.sources.events import find
 from batch.transforms import tail
-from conftest import SID, SID2, TEXT, assert_same_as_full, assistant, one, rows, uid, user
+from conftest import SID, SID2, TEXT, assert_same_as_full, assert_tables_equal, assistant, one, rows, uid, user
 from entire_repos import commit, init, meta, root_meta
 
 SID3 = "33333333-3333-4333-8333-333333333333"
@@ -397,3 +397,47 @@ def test_an_unchanged_events_file_is_not_read_again_at_discovery(tmp_path, monke
     batch.convert([src], out, **kw)
     assert EVENTS in read  # a changed file is read again
     assert assert_same_as_full(src, out, tmp_path, **kw)["session_groups_converted"] == 2
+
+
+def test_a_file_of_events_gone_is_carried_forward_from_an_output_of_another_version(tmp_path):
+    """The output holds each event line (records.native, rejects.raw): with the file gone, an upgrade
+    converts it again from that copy, a unit per session it names, and every table is the one a
+    conversion of the file gives (but for whether the source was found). The file names sessions
+    without a transcript (SID2, SID3): a session whose transcript is there is converted from what is
+    there."""
+    transcript(tmp_path / "src")
+    write_lines(tmp_path / EVENTS, LINES[10:] + [{"type": 1, "session_id": SID3, "timestamp": ts(0, 50)}])
+    want = tmp_path / "want"
+    batch.convert([tmp_path / "src"], want, entire_events=[tmp_path / "hooks"])
+    out = tmp_path / "out"
+    batch.convert([tmp_path / "src"], out, entire_events=[tmp_path / "hooks"])
+    (tmp_path / EVENTS).unlink()
+    state = json.loads((out / "_reuse.json").read_text())
+    state["tables"] = "0" * 16  # written by a version of other table columns
+    (out / "_reuse.json").write_text(json.dumps(state))
+    result = batch.convert([tmp_path / "src"], out)
+    carried = result.manifest["carried"]
+    assert carried["not_carried"] == [] and carried["inexact"] == []
+    assert {SID2, SID3} <= set(carried["from"][0]["session_groups"])
+    assert_tables_equal(out, want)
+    assert batch.convert([tmp_path / "src"], out).manifest["reuse"]["session_groups_converted"] == 0
+    assert_tables_equal(out, want)
+
+
+def test_a_file_of_events_deleted_while_a_transcript_of_its_sessions_is_there_loses_no_row(tmp_path):
+    """The file's events of the session whose transcript is still there are converted with it from the
+    output's copy, and those of a session no file gives any more are kept (its source not present)."""
+    transcript(tmp_path / "src")
+    write_lines(tmp_path / EVENTS, LINES)
+    want = tmp_path / "want"
+    batch.convert([tmp_path / "src"], want, entire_events=[tmp_path / "hooks"])
+    out = tmp_path / "out"
+    batch.convert([tmp_path / "src"], out, entire_events=[tmp_path / "hooks"])
+    (tmp_path / EVENTS).unlink()
+    result = batch.convert([tmp_path / "src"], out)
+    assert result.manifest["replaced"] == []
+    assert_tables_equal(out, want)
+    present = dict(table(out, "sessions").select("session_key", "source_present").iter_rows())
+    assert present == {SID: True, SID2: False}
+    assert batch.convert([tmp_path / "src"], out).manifest["reuse"]["session_groups_converted"] == 0
+    assert_tables_equal(out, want)
