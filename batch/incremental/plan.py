@@ -44,24 +44,26 @@ class Planned:
 
 
 def carry_gone_files(
-    output: Output, previous: State, found_all: registry.Inputs, current: dict[str, list | None],
+    output: Output, previous: State, found_all: registry.Inputs, current: dict[str, list | None], damaged: set[str],
 ) -> bool:
-    """Add to `found_all.units` the files of the groups they give at the same place that the previous output read
-    and no input gives any more (a subagent's transcript deleted while its session's is there), as
-    units of their groups rebuilt from the output's copy of them (sources/archive.py): converted with
-    their group, their rows stay; a group no other input gives (a session only such a file names) is
-    carried, its source not present. `current`: the units' fingerprints; True when units were added."""
+    """Add to `found_all.units` the files of the groups they give at the same place that the previous
+    output read and no input gives any more (a subagent's transcript deleted while its session's is
+    there), as units of their groups rebuilt from the output's copy of them (sources/archive.py, but
+    from its `damaged` part files): converted with their group, their rows stay; a group no other input
+    gives (a session only such a file names) is carried, its source not present. `current`: the units'
+    fingerprints; True when units were added."""
     names = {e[0] for fp in current.values() for e in fp or []}
-    # a group given at the same place (some of its files by the same names: not an archive moved or
-    # copied under another name, whose files are all given again under new names)
-    # files by name (a file's entry: name, size, time, sidecar; a file rebuilt from the copy: name, size,
-    # SHA-256), not the Git objects of Entire sessions, which their repository or its copy gives
+    # each group's files by name (a file's entry: name, size, time, sidecar; a file rebuilt from the
+    # copy: name, size, SHA-256), not the Git objects of Entire sessions, which their repository or its
+    # copy gives; of a group given at the same place (some of its files by the same names: not an
+    # archive moved or copied under another name, all of whose files are given again under new names)
     before = {o: {e[0] for e in fp or [] if len(e) in (3, 4)} for o, fp in previous.owners().items()}
     gone = set().union(*(paths - names for o, paths in before.items() if o in current and paths & names))
     if not gone:
         return False
     # every group those files are of (a file of events names several sessions, some no file gives now)
-    copy = archive.discover(output.out, owners={o for o, paths in before.items() if paths & gone}, paths=gone)
+    copy = archive.discover(output.out, owners={o for o, paths in before.items() if paths & gone}, paths=gone,
+                            damaged=damaged)
     found_all.units.extend(copy.units)
     found_all.carried.update((u.owner, copy) for u in copy.units if u.owner not in current)
     return bool(copy.units)
@@ -75,16 +77,16 @@ def plan(
     groups to re-run as deltas, and the units to convert."""
     found, units = found_all.found, found_all.units
     key = reuse.run_key(found.tool_result_files)
-    owners_fp = reuse.fingerprints(units)
-    if previous is not None and not prune and carry_gone_files(output, previous, found_all, owners_fp):
-        owners_fp = reuse.fingerprints(units)
-    asked = {"key": key, "current": owners_fp, "prune": prune, "full": full}
-    planned = reuse.plan(units, previous, **asked)
-    state = previous
     # the previous output's part files that are not as its run wrote them (integrity.damaged): the
     # batches holding them are converted again, their kept groups from the output's copy of their files
     fixing = repair.Repair(output.recorded_files() if previous else {})
     fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
+    owners_fp = reuse.fingerprints(units)
+    if previous is not None and not prune and carry_gone_files(output, previous, found_all, owners_fp, fixing.damaged):
+        owners_fp = reuse.fingerprints(units)
+    asked = {"key": key, "current": owners_fp, "prune": prune, "full": full}
+    planned = reuse.plan(units, previous, **asked)
+    state = previous
 
     def damaged(b: Batch) -> bool:
         return bool(fixing.damaged & integrity.part_paths(b.part, list(b.counts), list(b.work)))

@@ -7,9 +7,10 @@ read, as Git stores it (batch/schema/entire.py): the references the scan reads w
 name (`git_refs`), and the objects verbatim, each its kind and bytes, so each keeps its ID
 (`git_objects`): everything under those references down to blobs, each commit without its history,
 and the commits of the code history whose message names a checkpoint; a run whose references moved
-reads only the blobs the output does not hold yet (run/finalize.py `write_held`). `rebuild` writes them back as
-a bare repository of the same name, whose commits without parents are shallow; discovery reads it as
-it read the original (formats/entire_checkpoint.py `discover`), and its rows are the same.
+reads only the blobs the output does not hold yet (run/finalize.py `write_held`). `rebuild` writes
+them back as a bare repository of the same name, whose commits without parents are shallow;
+discovery reads it as it read the original (formats/entire_checkpoint.py `discover`), and its rows
+are the same.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def object_pieces(
     rows: dict[str, list] = {c: [] for c in GIT_OBJECTS.schema.names}
     size = 0
     held = set()
+    kept = set() if kept is None else kept
     found = [(STORAGE, raw_objects(repo, [oid for _, oid in storage_refs(repo)], below=True, known=known)),
              (TRAILER, raw_objects(repo, trailers, below=False, known=known))]
     for read_as, objects in found:
