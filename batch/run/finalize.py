@@ -31,7 +31,7 @@ SOURCE_LOSSES = "source_losses"
 MANIFEST_RELATIONS = ("unassigned_facts", "absent_files")
 # Output tables of the final stage that sources fill once per run (Entire checkpoints and trailers).
 SOURCE_TABLES = registry.RUN_TABLES
-FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final" and t not in (GIT_REFS, GIT_OBJECTS)]
+FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 
 def skipped_entries(skipped: list[tuple[str, str]]) -> list[dict]:
@@ -125,7 +125,7 @@ def write_held(
         written.add(part)
         refs = held.refs_table(imp.repository, list(imp.refs))
         before = _held_part(output, part, damaged) if keep else None
-        if before is not None and _holds(before, refs, imp.trailers):
+        if before is not None and before.holds(refs, imp.trailers):
             for table in tables:
                 output.link(output.out / table.name / f"part-{part}.parquet", table.name, part)
             continue
@@ -133,47 +133,48 @@ def write_held(
         with output.open(GIT_OBJECTS, part) as objects:
             # the objects read now that the output lacks (a new checkpoint adds a few), then those it holds
             # that are still named
-            known = set(before[1].read(columns=["object_id"])["object_id"].to_pylist()) if before else set()
+            known = set(before.ids["object_id"].to_pylist()) if before else set()
             kept: set[str] = set()
             for piece in held.object_pieces(Path(imp.git_path), imp.repository, list(imp.trailers), known, kept):
                 if stop is not None and stop.event.is_set():
                     raise Stopped
                 objects.append(piece)
-            for i in range(before[1].num_row_groups if before else 0):
-                piece = before[1].read_row_group(i)
+            for i in range(before.objects.num_row_groups if before else 0):
+                piece = before.objects.read_row_group(i)
                 objects.append(piece.filter(pc.is_in(piece["object_id"], pa.array(sorted(kept), pa.string()))))
     if keep:
         for path in sorted((output.out / GIT_REFS.name).glob("part-*.parquet")):
             part = path.stem.removeprefix("part-")
-            files = [output.out / t.name / path.name for t in tables]
-            if part not in written and pq.read_metadata(path).num_rows and all(
-                    f.is_file() and f"{t.name}/{path.name}" not in damaged for f, t in zip(files, tables)):
-                for table, file in zip(tables, files):
-                    output.link(file, table.name, part)
+            if part not in written and held.intact(output.out, path.name, damaged) and pq.read_metadata(path).num_rows:
+                for table in tables:
+                    output.link(output.out / table.name / path.name, table.name, part)
     for table in tables:
         counts[table.name] = sum(pq.read_metadata(f).num_rows for f in (output.tmp / table.name).glob("part-*.parquet"))
     return counts
 
 
-def _held_part(output: Output, part: str, damaged: set[str]) -> tuple[pa.Table, pq.ParquetFile] | None:
-    """The previous output's held part `part` (its git_refs rows, its git_objects file) when both files
-    are intact, else None."""
-    files = [output.out / t.name / f"part-{part}.parquet" for t in (GIT_REFS, GIT_OBJECTS)]
-    if not all(f.is_file() and f"{f.parent.name}/{f.name}" not in damaged for f in files):
-        return None
-    try:
-        return pq.read_table(files[0]), pq.ParquetFile(files[1])
-    except (OSError, pa.ArrowException):
-        return None
+@dataclass(frozen=True)
+class _Held:
+    """The previous output's held part of a repository: its references, its objects' file, and the ID
+    and `read_as` of each object."""
+
+    refs: pa.Table
+    objects: pq.ParquetFile
+    ids: pa.Table
+
+    def holds(self, refs: pa.Table, trailers: tuple[str, ...]) -> bool:
+        """Whether it is of these references and trailer commits (its objects are then the same)."""
+        held_trailers = pc.filter(self.ids["object_id"], pc.equal(self.ids["read_as"], held.TRAILER)).to_pylist()
+        return self.refs.sort_by("ref").equals(refs.sort_by("ref")) and sorted(held_trailers) == sorted(trailers)
 
 
-def _holds(before: tuple[pa.Table, pq.ParquetFile], refs: pa.Table, trailers: tuple[str, ...]) -> bool:
-    """Whether the previous output's held part `before` is of these references and trailer commits."""
-    held_refs, objects = before
-    kinds = objects.read(columns=["object_id", "read_as"])
-    held_trailers = sorted(o for o, r in zip(kinds["object_id"].to_pylist(), kinds["read_as"].to_pylist())
-                           if r == held.TRAILER)
-    return held_refs.sort_by("ref").equals(refs.sort_by("ref")) and held_trailers == sorted(trailers)
+def _held_part(output: Output, part: str, damaged: set[str]) -> _Held | None:
+    """The previous output's held part `part`, when both its files are intact, else None."""
+    name = f"part-{part}.parquet"
+    if not held.intact(output.out, name, damaged):
+        return None
+    objects = pq.ParquetFile(output.out / GIT_OBJECTS.name / name)
+    return _Held(pq.read_table(output.out / GIT_REFS.name / name), objects, objects.read(columns=["object_id", "read_as"]))
 
 
 @dataclass

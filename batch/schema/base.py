@@ -30,7 +30,9 @@ class Table:
     grain: str
     doc: str
     cols: tuple[Col, ...]
-    stage: str = "batch"  # "batch": written per batch; "final": written once over all batches
+    # "batch": written per batch; "final": written once over all batches; "held": the output's copy of a
+    # source's bytes, a part per source (run/finalize.py `write_held`)
+    stage: str = "batch"
 
     @property
     def statistics(self) -> list[str]:

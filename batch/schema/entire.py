@@ -136,7 +136,7 @@ GIT_REFS = Table(
         _c("ref", STR, "full reference name"),
         _c("object_id", STR, "the object the reference named (a commit, or an annotated tag)"),
     ),
-    stage="final",
+    stage="held",
 )
 
 GIT_OBJECTS = Table(
@@ -154,7 +154,7 @@ GIT_OBJECTS = Table(
         _c("data", pa.large_binary(), "the object's bytes, as `git cat-file <kind> <object_id>` prints them",
            long=True),
     ),
-    stage="final",
+    stage="held",
 )
 
 TABLES: tuple[Table, ...] = (CHECKPOINTS, CHECKPOINT_SESSIONS, CHECKPOINT_COMMITS)

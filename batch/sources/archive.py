@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path, PurePosixPath
 
 import duckdb
@@ -97,9 +97,14 @@ class Archive:
     # the repositories of Entire sessions rebuilt from the output's copy (`HeldRepository`), in a
     # temporary folder that lives as long as this archive
     repositories: list[HeldRepository] = field(default_factory=list)
-    # the tool-results/ files present when the output's runs read its files (`parts.capture_state`
-    # external): a rebuilt session's persisted outputs are as they were then
-    tool_results: set[str] = field(default_factory=set)
+    damaged: set[str] = field(default_factory=set)  # its part files not read
+
+    @cached_property
+    def tool_results(self) -> set[str]:
+        """The tool-results/ files present when the output's runs read its files (`parts.capture_state`
+        external): a rebuilt session's persisted outputs are as they were then. Read when a group is
+        carried from the output (registry `_carry`), not for a file of a group that is there."""
+        return _tool_results(self.root, self.damaged)
 
 
 def written_by(folder: Path) -> Written | None:
@@ -137,7 +142,7 @@ def discover(
     if manifest is None:
         raise OutputError(f"{folder}: not an asr-batch output (its manifest.json is missing or not asr-batch's).")
     folder = folder.resolve()
-    archive = Archive(folder, _written(folder, manifest))
+    archive = Archive(folder, _written(folder, manifest), damaged=set(damaged))
     inputs = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)
               and (paths is None or i["path"] in paths)]
     # the group of a file, as its stream's key names it (`<owner>` or `<owner>/<agent>`), so that only
@@ -192,7 +197,6 @@ def discover(
     hinted = {_owner(i) for i in rebuilt}
     held_by = tuple(sorted({p for o in hinted for p in parts[o]})) if hinted <= parts.keys() else None
     sidecars = _sidecars(folder, damaged)
-    archive.tool_results = _tool_results(folder, damaged)
     heads = _rebuild(
         folder, rebuilt, until=claude_code.PEEK_BYTES, lines=claude_code.PEEK_LINES, parts=held_by, damaged=damaged,
     )

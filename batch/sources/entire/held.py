@@ -117,20 +117,19 @@ def workspace(owner: object) -> Path:
 
 
 def _parts(folder: Path, damaged: set[str]) -> list[str]:
-    """The names of the parts (one per repository) held whole: in both tables, neither `damaged`."""
-    names = []
-    for path in sorted((folder / GIT_REFS.name).glob("part-*.parquet")):
-        pair = (path, folder / GIT_OBJECTS.name / path.name)
-        if all(p.is_file() and not p.is_symlink() and f"{p.parent.name}/{p.name}" not in damaged and _readable(p)
-               for p in pair):
-            names.append(path.name)
-    return names
+    """The names of the parts (one per repository) held whole (`intact`)."""
+    return [p.name for p in sorted((folder / GIT_REFS.name).glob("part-*.parquet")) if intact(folder, p.name, damaged)]
 
 
-def _readable(path: Path) -> bool:
-    """Whether a part file is a whole Parquet file (a truncated one has no footer)."""
-    try:
-        pq.read_metadata(path)
-    except (OSError, pa.ArrowException):
-        return False
+def intact(folder: Path, name: str, damaged: set[str] = frozenset()) -> bool:
+    """Whether the part `name` of a repository is whole in the output `folder`: in both tables, neither
+    file `damaged` nor without its Parquet footer (truncated)."""
+    for table in (GIT_REFS.name, GIT_OBJECTS.name):
+        path = folder / table / name
+        if not path.is_file() or path.is_symlink() or f"{table}/{name}" in damaged:
+            return False
+        try:
+            pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return False
     return True
