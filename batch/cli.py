@@ -421,6 +421,7 @@ def _summary(r: ConvertResult) -> str:
         *([_reuse_summary(r.manifest["reuse"])] if r.manifest["reuse"]["session_groups_reused"] else []),
         *_kept_summary(r.manifest["reuse"]),
         *_carried_summary(r.manifest.get("carried")),
+        *_as_written_summary(r.manifest.get("as_written") or []),
         *_damaged_summary(r.manifest.get("damaged")),
         *([f"  replaced the earlier lines of {len(r.manifest['replaced'])} rewritten or removed files "
            "(manifest.json `replaced`)"] if r.manifest.get("replaced") else []),
@@ -489,6 +490,8 @@ def _carried_summary(carried: dict | None) -> list[str]:
         repos = source.get("repositories") or []
         rebuilt = (f"; the Git {'repository' if len(repos) == 1 else 'repositories'} {', '.join(repos)} rebuilt "
                    "from its copy" if repos else "")
+        if not n and not repos:  # its sessions all given again, or carried as written (below)
+            continue
         if source["output"] == "(the previous output)":
             lines.append(f"  carried {n} kept sessions forward from an output of {by} (converted again from its copy of "
                          f"their files{rebuilt})")
@@ -501,6 +504,18 @@ def _carried_summary(carried: dict | None) -> list[str]:
         lines.append(f"  not carried: {len(carried['not_carried'])} files an earlier output holds without their bytes "
                      "(manifest.json `carried.not_carried`)")
     return lines
+
+
+def _as_written_summary(entries: list[dict]) -> list[str]:
+    """The sessions whose rows are an earlier version's, as it wrote them (their bytes are not held)."""
+    by: dict[str, int] = {}
+    for e in entries:
+        by[e["written_by"]] = by.get(e["written_by"], 0) + 1
+    return [
+        f"  {n} sessions as {written} wrote them: the output does not hold the bytes they were converted from "
+        "(manifest.json `as_written`)"
+        for written, n in sorted(by.items())
+    ]
 
 
 def _damaged_summary(damaged: dict | None) -> list[str]:

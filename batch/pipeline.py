@@ -14,7 +14,7 @@ import polars as pl
 
 from batch import reuse
 from batch.errors import SourceError
-from batch.incremental import carving, history, upgrade
+from batch.incremental import as_written, carving, history, upgrade
 from batch.incremental import plan as incremental
 from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
@@ -142,8 +142,6 @@ def _convert(
         known=known, known_events=known_events, previous=carried,
     )
     check_apart(found_all.found.roots, out)
-    if carried is not None:
-        registry.refuse_uncarried(found_all, out)
     if not found_all.units:
         raise SourceError(registry.nothing_found_message(sources, found_all.found, found_all.imports))
     output = Output(out)
@@ -237,12 +235,13 @@ def _finish(
     if p.repair.lost:  # declared before the final stage reads the losses
         output.write_work(final.SOURCE_LOSSES, p.repair.losses(), reuse.unique_part(reuse.part_id(["damaged"]), p.used))
     if p.previous is not None and not options.prune:
-        final.keep_run_rows(output, run_frames)
+        final.keep_run_rows(run_frames, final.run_rows(output.out))
+    final.keep_run_rows(run_frames, as_written.run_rows(list(p.as_written), {i.repository for i in found_all.imports}))
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
     taken.inputs.sort(key=lambda i: i["path"])
     reads = history.reads(
         p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
-        {o: a.last_read.get(o) for o, a in found_all.carried.items()},
+        {**{o: a.last_read.get(o) for o, a in found_all.carried.items()}, **{g.owner: g.last_read for g in p.as_written}},
     )
     taken.batches.sort(key=lambda b: b.part)
     summary = incremental.reuse_summary(
@@ -261,17 +260,22 @@ def _finish(
             sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
             # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)
             db = stack.enter_context(connect(spill=output.spill, memory=options.memory or FINAL_MEMORY))
-            final_counts, unassigned, absent, source_losses = final.finalize(db, output, run_frames, sources_read)
-            taken.counts.update(final_counts)
+            final_counts, unassigned, absent, source_losses = final.finalize(
+                db, output, run_frames, sources_read, frozenset(b.part for b in taken.batches if b.written_by))
+            taken.count(final_counts)  # added to the rows of the parts as written
             manifest = final.manifest(
                 found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
                 summary,
             )
-            manifest.update(kept=history.kept(taken.batches, reads), not_converted=not_converted, replaced=list(p.replaced))
+            manifest.update(kept=history.kept(taken.batches, reads), not_converted=not_converted, replaced=list(p.replaced),
+                            as_written=as_written.manifest_entries(taken.batches))
         for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
             manifest.pop(key, None)
         if found_all.archives:
-            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
+            manifest["carried"] = history.carried(
+                found_all.archives, found_all.carried, taken.inputs, out=output.out,
+                as_written={k for g in p.as_written for k in g.keys},
+            )
         if p.repair.damaged:
             manifest["damaged"] = p.repair.manifest()
         write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from batch import reuse
-from batch.incremental import carving, deltas, history, repair
+from batch.incremental import as_written, carving, deltas, history, repair
 from batch.incremental.state import Batch, State
 from batch.output import integrity
 from batch.output.folder import Output, forget_manifest
@@ -18,6 +18,7 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
 
 BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
+FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Planned:
     previous_manifest: dict | None
     used: set[str]  # part names taken
     repair: repair.Repair  # the previous output's damaged part files, and what became of their groups
+    # the groups earlier outputs hold without their bytes and no input gives, carried as they were written
+    as_written: tuple[as_written.Group, ...] = ()
     carved: tuple[Batch, ...] = ()  # set by `take_previous`, as the next three
     delta_summary: dict = field(default_factory=dict)
     replaced: tuple[dict, ...] = ()
@@ -77,6 +80,8 @@ def plan(
     groups to re-run as deltas, and the units to convert."""
     found, units = found_all.found, found_all.units
     key = reuse.run_key(found.tool_result_files)
+    # (before an output's copy is read to repair damaged parts below: its groups are all given)
+    frozen = () if prune else tuple(as_written.find(found_all, set(previous.owners()) if previous else set()))
     # the previous output's part files that are not as its run wrote them (integrity.damaged): the
     # batches holding them are converted again, their kept groups from the output's copy of their files
     fixing = repair.Repair(output.recorded_files() if previous else {})
@@ -149,7 +154,7 @@ def plan(
     used = {b.part for b in [*planned.reused, *touched]} | {reuse.part_id(())}
     return Planned(
         previous, state, key, imports_key, owners_fp, planned, splits, keys, growing, touched, final_reused,
-        previous_manifest, used, fixing,
+        previous_manifest, used, fixing, frozen,
     )
 
 
@@ -190,7 +195,10 @@ def take_previous(
             carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
     taken = Taken([], list(found.skipped))
     for batch in planned.reused:
-        output.reuse(batch.part, BATCH_TABLE_NAMES, list(WORK_SCHEMAS))
+        output.reuse(batch.part, FINAL_TABLE_NAMES + BATCH_TABLE_NAMES if batch.written_by else BATCH_TABLE_NAMES,
+                     list(WORK_SCHEMAS))
+    for batch in as_written.write(output, list(p.as_written), p.used):
+        taken.add(batch)
     # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts
     # (a group's inputs are recorded by one batch, its newest, even when its rows span several)
     for batch in [*planned.reused, *carved, *delta_batches]:

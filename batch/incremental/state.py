@@ -42,6 +42,9 @@ class Batch:
     counts: Mapping[str, int]  # output table -> rows of its part
     work: tuple[str, ...] = ()  # the work tables it has parts of
     rows: Mapping[str, tuple[int, ...]] | None = None  # table (work: `_work/<name>`) -> rows per group, sorted
+    # the earlier version whose rows the batch holds as it wrote them (batch/incremental/as_written.py):
+    # parts of final tables too, which the final stage does not read; None for a batch this version converted
+    written_by: str | None = None
 
     def with_inputs(self, inputs: list[dict]) -> Batch:
         return replace(self, inputs=tuple(inputs))
@@ -55,6 +58,7 @@ class Batch:
             "counts": dict(self.counts),
             "work": list(self.work),
             **({"rows": {k: list(v) for k, v in self.rows.items()}} if self.rows is not None else {}),
+            **({"written_by": self.written_by} if self.written_by else {}),
         }
 
     @staticmethod
@@ -64,6 +68,7 @@ class Batch:
             raise ValueError("a batch is not an object")
         part, groups, inputs = value.get("part"), value.get("groups"), value.get("inputs")
         skipped, counts, work, rows = value.get("skipped"), value.get("counts"), value.get("work", []), value.get("rows")
+        written_by = value.get("written_by")
         if not (
             isinstance(part, str) and isinstance(groups, dict) and all(isinstance(o, str) for o in groups)
             and all(fp is None or isinstance(fp, list) for fp in groups.values())
@@ -71,11 +76,12 @@ class Batch:
             and isinstance(skipped, list) and all(isinstance(s, list) and len(s) == 2 for s in skipped)
             and isinstance(counts, dict) and all(type(n) is int for n in counts.values())
             and isinstance(work, list) and all(isinstance(w, str) for w in work)
+            and (written_by is None or isinstance(written_by, str))
         ):
             raise ValueError(f"batch {part!r} is not as this version writes it")
         return Batch(
             part, dict(sorted(groups.items())), tuple(inputs), tuple((str(a), str(b)) for a, b in skipped),
-            dict(counts), tuple(work), _rows(rows, len(groups)),
+            dict(counts), tuple(work), _rows(rows, len(groups)), written_by,
         )
 
 

@@ -146,6 +146,11 @@ class Output:
     def glob(self, table: str, *, work: bool = False) -> str:
         return str(self._folder(table, work) / "*.parquet")
 
+    def files(self, table: str, *, work: bool = False, without: frozenset[str] = frozenset()) -> list[str]:
+        """The part files of a table in this run's folder, but those of the part names `without`."""
+        folder = self._folder(table, work)
+        return [str(p) for p in sorted(folder.glob("*.parquet")) if p.stem.removeprefix("part-") not in without]
+
     def has(self, table: str, *, work: bool = False) -> bool:
         folder = self._folder(table, work)
         return folder.is_dir() and any(folder.iterdir())

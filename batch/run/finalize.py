@@ -55,22 +55,33 @@ RUN_ROW_KEYS = {
 }
 
 
-def keep_run_rows(output: Output, frames: dict[str, list[pl.DataFrame]]) -> None:
-    """Add to `frames` the previous output's run-level rows whose key this run's scans do not give."""
+def run_rows(root: Path) -> dict[str, pl.DataFrame]:
+    """The run-level rows of the output `root` (the tables of `RUN_ROW_KEYS`, the scans' losses as
+    `losses`), with this version's columns (those an earlier version did not write null)."""
     run_part = f"part-{reuse.part_id(())}.parquet"
-    for name, key in RUN_ROW_KEYS.items():
+    found = {}
+    for name in RUN_ROW_KEYS:
         if name == "losses":  # the scans' losses are a work part of their own (`write_source_parts`)
-            files = [output.out / WORK / SOURCE_LOSSES / run_part]
+            files, schema = [root / WORK / SOURCE_LOSSES / run_part], WORK_SCHEMAS[SOURCE_LOSSES]
         elif TABLES_BY_NAME[name].stage == "batch":
-            files = [output.out / name / run_part]
+            files, schema = [root / name / run_part], TABLES_BY_NAME[name].schema
         else:
-            files = sorted((output.out / name).glob("part-*.parquet"))
+            files, schema = sorted((root / name).glob("part-*.parquet")), TABLES_BY_NAME[name].schema
         files = [f for f in files if f.is_file() and not f.is_symlink() and pq.read_metadata(f).num_rows]
-        if not files:
-            continue
-        before = pl.concat([pl.read_parquet(f) for f in files])
-        given = pl.concat([f.select(key) for f in frames.get(name, [])]) if frames.get(name) else before.clear().select(key)
-        kept = before.join(given.unique(), on=key, how="anti", nulls_equal=True)
+        if files:
+            rows = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+            rows = rows.with_columns(pl.lit(None).alias(c) for c in schema.names if c not in rows.columns)
+            found[name] = pl.from_arrow(task.cast(schema, [rows]))
+    return found
+
+
+def keep_run_rows(frames: dict[str, list[pl.DataFrame]], before: dict[str, pl.DataFrame]) -> None:
+    """Add to `frames` the run-level rows of an earlier output (`run_rows`) whose key this run's scans
+    (and the earlier outputs' rows added before) do not give."""
+    for name, rows in before.items():
+        key = RUN_ROW_KEYS[name]
+        given = pl.concat([f.select(key) for f in frames.get(name, [])]) if frames.get(name) else rows.clear().select(key)
+        kept = rows.join(given.unique(), on=key, how="anti", nulls_equal=True)
         if kept.height:
             frames.setdefault(name, []).append(kept)
 
@@ -222,11 +233,12 @@ LOSSES_ALL = """
 
 def finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
-    sources_read: SourceReads,
+    sources_read: SourceReads, as_written: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
     """Build the final tables in DuckDB from the batches' parts and write each by DuckDB itself:
     Python holds their counts and the manifest's lists, no table (docs/performance.md, "The final
-    stage at scale")."""
+    stage at scale"). The parts `as_written` (batch/incremental/as_written.py) are not read: their
+    final tables' rows are among them."""
     # The final stage reads the batches' parts of the output and work tables (as views of their
     # Parquet files) and builds the final tables from them, in the order of the files' headers.
     sql_files = set(sql.names())
@@ -236,8 +248,9 @@ def finalize(
     steps = sql.order(targets, given=given)
     for name in sorted({dep for step in steps for dep in sql.reads(step)} & set(given)):
         work = name not in batch_tables
-        if output.has(name, work=work):
-            con.read_parquet(output.glob(name, work=work)).create_view(name)
+        files = output.files(name, work=work, without=as_written)
+        if files:
+            con.read_parquet(files).create_view(name)
         else:  # no batch held a row of it
             con.register(name, given[name].empty_table())
     sources_read.register(con)

@@ -14,9 +14,10 @@ Sessions read from Git (Entire checkpoints) come from the output's copy of the r
 (`git_refs`, `git_objects`), rebuilt as a repository that discovery reads as it read the original
 (sources/entire/held.py, `HeldRepository`, `carry_repository`). A file of Entire lifecycle events is
 rebuilt like a transcript, a unit per session it names (`_event_sessions`). Files an output holds
-without their bytes are not carried: a foreign file (not a transcript), a session read from Git by a
-version that kept no copy of the objects. They are listed in the manifest's `carried.not_carried`
-with the reason.
+without their bytes are not rebuilt: a foreign file (not a transcript), a session read from Git by a
+version that kept no copy of the objects. They are listed in `not_carried` with the reason; the
+session groups among them that no input gives keep the rows the output wrote
+(batch/incremental/as_written.py).
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def discover(
             ))
             archive.recorded.update((e["path"], e.get("sha256")) for e in entries)
         # when each session was last read (those without a transcript, which no input names, too)
-        archive.last_read.update((key, _read_at(read)) for key, read in reads.items())
+        archive.last_read.update((key, read_at(read)) for key, read in reads.items())
     if not rebuilt:
         return archive
     # the batches whose parts hold each group's rows (a group's files are read from those alone), as
@@ -243,7 +244,7 @@ def discover(
             fingerprint=tuple((s.name, s.size, entries[s.name].get("sha256")) for s in group),
             newest=sibling_of[owner],
         ))
-        archive.last_read[owner] = _read_at(reads.get(owner))
+        archive.last_read[owner] = read_at(reads.get(owner))
     archive.recorded.update((i["path"], i.get("sha256")) for i in rebuilt)
     return archive
 
@@ -268,7 +269,7 @@ def carry_repository(archive: Archive, repository: HeldRepository, units: list[U
 def _event_sessions(folder: Path, files: list[str], damaged: set[str]) -> dict[str, list[str]]:
     """The sessions each file of lifecycle events names, in the order of their first line (from its
     `source_lines`)."""
-    parts = _parts(folder, "source_lines", damaged)
+    parts = part_files(folder, "source_lines", damaged)
     if not files or not parts:
         return {}
     rows = (
@@ -282,7 +283,7 @@ def _event_sessions(folder: Path, files: list[str], damaged: set[str]) -> dict[s
     return sessions
 
 
-def _read_at(read: object) -> str | None:
+def read_at(read: object) -> str | None:
     return read[0] if isinstance(read, list) and read and isinstance(read[0], str) else None
 
 
@@ -381,7 +382,7 @@ def _rebuild(
     try:
         con.register("wanted", wanted)
         for table in TABLES:
-            files = _parts(folder, table, damaged)
+            files = part_files(folder, table, damaged)
             named = [str(folder / table / f"part-{part}.parquet") for part in parts or ()]
             if parts and set(named) <= set(files):
                 files = named
@@ -414,14 +415,14 @@ def _spool(data: memoryview) -> int:
         return os.dup(f.fileno())
 
 
-def _parts(folder: Path, table: str, damaged: set[str]) -> list[str]:
+def part_files(folder: Path, table: str, damaged: set[str]) -> list[str]:
     """The part files of a table of the output `folder`, but those `damaged`."""
     return sorted(str(p) for p in (folder / table).glob("*.parquet") if f"{table}/{p.name}" not in damaged)
 
 
 def _sidecars(folder: Path, damaged: set[str]) -> dict[str, str]:
     """Each subagent stream's sidecar as the output holds it (`sessions.sidecar`), by session key."""
-    files = _parts(folder, "sessions", damaged)
+    files = part_files(folder, "sessions", damaged)
     if not files:
         return {}
     frame = pl.scan_parquet(files)
@@ -434,7 +435,7 @@ def _sidecars(folder: Path, damaged: set[str]) -> dict[str, str]:
 def _tool_results(folder: Path, damaged: set[str]) -> set[str]:
     """The names of the tool-results/ files an output's conversions found (`parts.persisted_file` of
     the parts whose capture state is external)."""
-    files = _parts(folder, "parts", damaged)
+    files = part_files(folder, "parts", damaged)
     if not files:
         return set()
     frame = pl.scan_parquet(files)
@@ -449,9 +450,15 @@ def _manifest(folder: Path) -> dict | None:
     return manifest_of(folder.resolve()) if folder.is_dir() else None
 
 
+def state_reads(folder: Path) -> dict:
+    """When each group's files were last read, and whether they were found, as the output's reuse
+    state says (whatever version wrote it): owner -> [read at, found]."""
+    reads = _state(folder).get("reads")
+    return reads if isinstance(reads, dict) else {}
+
+
 def _state(folder: Path) -> dict:
-    """The output's reuse state, whatever version wrote it, as JSON (only `reads` is used: when each
-    group's files were last read, and whether they were found)."""
+    """The output's reuse state, whatever version wrote it, as JSON."""
     try:
         state = json.loads((folder / STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

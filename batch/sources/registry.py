@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from batch.errors import OutputError, SourceError
+from batch.errors import SourceError
 from batch.formats import claude_code, codex, entire_checkpoint, entire_events
 from batch.formats.codex import report as codex_report
 from batch.sources import archive
@@ -117,23 +117,6 @@ def carry_repositories(arch: archive.Archive, given: set[str]) -> list[entire_ch
         imports.append(imp)
         given = given | {held.name}
     return imports
-
-
-def refuse_uncarried(found_all: Inputs, out: Path) -> None:
-    """Refuse, leaving it untouched, to replace an output of another version that holds sessions this
-    version cannot carry forward without their source (an Entire repository of which it holds no intact
-    copy) when no input gives them again: replacing it would drop them (--prune asks for that)."""
-    # the previous output is read for the groups no input gives (`discover`): these are all not given
-    held = [e for a in found_all.archives if a.root == out.resolve() for e in a.not_carried if e.get("session_key")]
-    if not held:
-        return
-    sessions = sorted({str(e["session_key"]) for e in held})
-    written = next(a.written for a in found_all.archives if a.root == out.resolve())
-    raise OutputError(
-        f"{out}: written by {written}, holds {len(sessions)} sessions whose files it does not hold ({held[0]['reason']}; "
-        f"e.g. {sessions[0]}) and that no input gives this time: converting into it would drop them. Give their "
-        "sources again (the Git repository with --entire REPO), or pass --prune to drop them; nothing was changed."
-    )
 
 
 def check_readable(out: Path) -> None:

@@ -16,8 +16,7 @@ import batch
 from batch.cli import _summary
 from batch.formats import entire_checkpoint
 from batch.schema import TABLES
-from batch.errors import OutputError
-from batch.sources import registry
+from batch.version import ARCHIVE_FORMAT, VERSION
 from conftest import SID, assert_same_as_full, read_manifest, read_tables, sorted_rows, timeless, uid, user, write_jsonl
 from conftest import assert_tables_equal
 from entire_repos import GEMINI, S1, S2, S3, S4, SUBAGENT, WHOLE, build_scenario, meta, root_meta, sha256
@@ -280,51 +279,51 @@ def test_what_the_output_holds_of_a_repository_follows_it_and_is_kept_when_it_is
     assert_frame_equal(sorted_rows(read_tables(out)["git_objects"]), sorted_rows(held))
 
 
-def test_an_output_without_a_copy_of_the_repository_is_not_replaced_while_no_input_gives_its_entire_sessions(
-        repo, tmp_path):
+def test_an_output_without_a_copy_of_the_repository_keeps_its_entire_sessions_as_written(repo, tmp_path):
     """An output of a version that kept no copy of the repositories it read (no git_objects) holds Entire
-    sessions without their blobs: a run of another version that no longer gives the repository refuses to
-    replace it, naming the way out, and leaves it untouched; given again, it converts."""
+    sessions without their blobs: a run of another version that no longer gives the repository carries
+    them as that output wrote them (batch/incremental/as_written.py); given again, they are converted."""
     out = tmp_path / "out"
     sample = tmp_path / "projects" / "-p"
     write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
     batch.convert([repo, sample.parent], out)
+    written = read_tables(out)
     other_version(out)
     manifest = read_manifest(out)
     for table in ("git_refs", "git_objects"):  # as an output written before they existed
         shutil.rmtree(out / table)
         manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith(f"{table}/")}
     (out / "manifest.json").write_text(json.dumps(manifest))
-    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold .* --entire REPO.* --prune"):
-        batch.convert([sample.parent], out)
-    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    result = batch.convert([sample.parent], out)
+    assert {e["session_group"] for e in result.manifest["as_written"]} == GROUPS
+    assert f"9 sessions as asr-batch {VERSION} (archive format {ARCHIVE_FORMAT}) wrote them" in _summary(result)
+    for t in TABLES:  # every row as it was: this version wrote them, the other in name only
+        if t.stage != "held":
+            got, want = (timeless(f).drop("source_present", strict=False) for f in (read_tables(out)[t.name], written[t.name]))
+            assert_frame_equal(sorted_rows(got), sorted_rows(want), check_row_order=True)
     # the repository given again: no session of the output is left without its source (one named by
     # its checkpoint folder, `<id>/<n>`, included), every session converted, none lost
-    found = registry.discover([repo, sample.parent], [], combine=False, events=[], previous=out)
-    assert [e for a in found.archives for e in a.not_carried] == []
     result = batch.convert([repo, sample.parent], out)
-    assert set(read_tables(out)["sessions"].filter(pl.col("stream_kind") == "main")["session_key"]) >= GROUPS - {"f0f0f0f0f0f0/0"}
-    assert result.manifest["carried"]["not_carried"] == []
-    # --prune asks for them to be dropped
-    other_version(out)
-    batch.convert([sample.parent], out, prune=True)
-    assert S1 not in set(read_tables(out)["sessions"]["session_key"])
+    assert result.manifest["as_written"] == []
+    full = tmp_path / "full"
+    batch.convert([repo, sample.parent], full)
+    assert_tables_equal(out, full)
 
 
 def test_a_damaged_copy_of_a_repository_is_named_not_an_internal_error(repo, tmp_path):
     """The output's copy of a repository truncated (a disk error, a partial copy) while the repository is
-    gone: its sessions cannot be carried, and the run over an output of another version says so and
-    leaves it untouched, as for any session no intact copy holds."""
+    gone: its sessions cannot be converted again, and the run over an output of another version carries
+    them as it wrote them, naming them, never with an internal error."""
     out = tmp_path / "out"
     sample = tmp_path / "projects" / "-p"
     write_jsonl(sample / f"{SID}.jsonl", [user(uid(1), None, "hello")])
     batch.convert([repo, sample.parent], out)
+    sessions = read_tables(out)["sessions"]
     shutil.rmtree(repo)
     other_version(out)
     part = next((out / "git_objects").glob("part-*.parquet"))
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
-    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    with pytest.raises(OutputError, match=r"holds \d+ sessions whose files it does not hold"):
-        batch.convert([sample.parent], out)
-    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    result = batch.convert([sample.parent], out)
+    assert {e["session_group"] for e in result.manifest["as_written"]} == GROUPS
+    assert_frame_equal(sorted_rows(timeless(read_tables(out)["sessions"]).drop("source_present")),
+                       sorted_rows(timeless(sessions).drop("source_present")), check_row_order=True)

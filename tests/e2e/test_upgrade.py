@@ -30,7 +30,8 @@ from conftest import (
     FIXTURES, ROOT, SAMPLE, SID, assistant, dumps, read_manifest, small_sample, uid, user,
 )
 
-OUTPUTS = sorted(p for p in (FIXTURES / "outputs").iterdir() if (p / "manifest.json").is_file())
+# the outputs of the demo archive, each named by the commit that wrote it (entire-<commit>: test_as_written.py)
+OUTPUTS = sorted(p for p in (FIXTURES / "outputs").iterdir() if re.fullmatch(r"[0-9a-f]{7}", p.name))
 GONE = "-Users-chip-dev-ai-music"  # the project the fixtures' second run no longer found
 GONE_SID = "fed8ce56-bc79-401f-a83e-af084253362f"
 
