@@ -52,6 +52,7 @@ REBUILT_FORMATS = (None, codex.FORMAT, EVENTS)
 TABLES = ("source_lines", "records", "rejects")
 # the most bytes of files rebuilt in one statement for the groups of one earlier batch (decisions/014)
 SIBLING_BYTES = 16 << 20
+REBUILD_MEMORY = 256 << 20
 EMPTY = {
     "source_lines": "''::varchar as source_file, 0::bigint as line, 0::bigint as sub, 0::bigint as byte_offset, "
                     "0::bigint as byte_length, ''::varchar as record_id, ''::varchar as native, ''::blob as raw",
@@ -380,6 +381,9 @@ def _rebuild(
     )
     con = duckdb.connect()
     try:
+        sql.set_memory_limit(con, REBUILD_MEMORY)  # beside another worker's batch (docs/performance.md)
+        con.execute("set temp_directory = $path", {"path": tempfile.gettempdir()})
+        con.execute("set threads = 1")
         con.register("wanted", wanted)
         for table in TABLES:
             files = part_files(folder, table, damaged)
@@ -390,7 +394,7 @@ def _rebuild(
                 con.read_parquet(files, union_by_name=True).create_view(table)
             else:  # an output without rejects (or records): the columns read, no rows
                 con.execute(f'create view "{table}" as select {EMPTY[table]} limit 0')
-        pieces = sql.frame(con, "archive_lines")
+        pieces = sql.within_limit(con, lambda: sql.frame(con, "archive_lines"))
     finally:
         con.close()
     out = {}
