@@ -18,7 +18,7 @@ from batch.incremental import as_written, carving, history, upgrade
 from batch.incremental import plan as incremental
 from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
-from batch.output.folder import Output, check_apart, finish_interrupted_swap, forget_manifest, lock_output
+from batch.output.folder import Output, check_apart, finish_interrupted_swap, lock_output
 from batch.output.layout import WORK
 from batch.output.prices import read_prices
 from batch.run import finalize as final
@@ -163,7 +163,6 @@ def _convert(
         stop.set()
         if held is not None:
             held.wait()
-        forget_manifest()  # a failed run does not keep the previous manifest it parsed
         output.abort()
         raise
     return ConvertResult(
@@ -254,8 +253,9 @@ def _finish(
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
-            manifest = {**p.previous_manifest, "skipped": final.skipped_entries(taken.skipped), "reuse": summary,
-                        "replaced": [], "not_converted": []}
+            # (the inputs are those its batches recorded, as they were then)
+            manifest = {**p.previous_manifest, "inputs": taken.inputs, "skipped": final.skipped_entries(taken.skipped),
+                        "reuse": summary, "replaced": [], "not_converted": []}
         else:
             sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
             # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)

@@ -10,7 +10,7 @@ from batch import reuse
 from batch.incremental import as_written, carving, deltas, history, repair
 from batch.incremental.state import Batch, State
 from batch.output import integrity
-from batch.output.folder import Output, forget_manifest
+from batch.output.folder import Output
 from batch.run import task
 from batch.run.memory import Stop
 from batch.schema import TABLES
@@ -142,15 +142,14 @@ def plan(
         missing |= bad
     # nothing changed (every batch reused, the imports' run-level rows the same, the same groups'
     # sources found as in the previous run: `sessions.source_present`): the final stage and what the
-    # manifest reports of it are the previous run's. The previous manifest was parsed when the output
-    # was found to be ours: taken now, else not held while batches are converted.
+    # manifest reports of it are the previous run's (its lists that grow with the archive left in its
+    # file, batch/output/manifest.py).
     imports_key = registry.run_key(found_all.imports)
     final_reused = (
         planned.complete and not fixing.damaged and previous.imports == imports_key
         and history.present(previous) == set(owners_fp) - found_all.carried.keys()
     )
     previous_manifest = output.previous_manifest() if final_reused else None
-    forget_manifest()
     used = {b.part for b in [*planned.reused, *touched]} | {reuse.part_id(())}
     return Planned(
         previous, state, key, imports_key, owners_fp, planned, splits, keys, growing, touched, final_reused,

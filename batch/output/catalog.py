@@ -18,7 +18,6 @@ marked `-- materialized: table` as tables, computed once from the new files: rew
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -32,6 +31,7 @@ import polars as pl
 import pyarrow as pa
 
 from batch.errors import BatchError, OutputError
+from batch.output import manifest as manifest_file
 from batch.output.layout import SPILL
 from batch.output.prices import SCHEMA as PRICE_SCHEMA
 from batch.output.prices import model_prices, pricing_csv, read_prices
@@ -218,8 +218,8 @@ def built_root(con: duckdb.DuckDBPyConnection) -> str | None:
 
 def _check_output(out: Path) -> Path:
     """Return the resolved folder when it holds an asr-batch manifest; else raise."""
-    try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    try:  # its format alone: a large output's manifest is tens of MB (batch/output/manifest.py)
+        data = manifest_file.read_keys(out / MANIFEST, ("format",))
     except (OSError, ValueError):
         data = None
     fmt = data.get("format") if isinstance(data, dict) else None

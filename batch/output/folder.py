@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from batch.errors import OutputError
 from batch.output import integrity
+from batch.output import manifest as manifest_file
 from batch.output.catalog import CATALOG, write_catalog
 from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, TEMPORARY_RE, WORK
 from batch.output.parts import PartWriter, copy_statement
@@ -85,17 +86,21 @@ class Output:
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
     def previous_manifest(self) -> dict:
-        """The previous output's manifest, parsed once: the one parsed when the output was found to be
-        ours (`_manifest_tables`), when its file is unchanged since."""
-        with (self.out / MANIFEST).open("rb") as fh:
-            manifest = _PARSED_MANIFEST.pop(_identity(fh), None)
-            return manifest if manifest is not None else json.loads(fh.read().decode("utf-8"))
+        """The previous output's manifest, its lists that grow with the archive (`inputs`, `_meta`,
+        `files`) left as spans of its file, copied as they are when it is written again
+        (batch/output/manifest.py)."""
+        return manifest_file.read(self.out / MANIFEST, keep=("inputs", "_meta", "files"))
 
     def recorded_files(self) -> dict[str, list]:
         """Each part file of the previous output as its run recorded it (the manifest's `files`: size and
         SHA-256, batch/output/integrity.py); empty when there is none or it was written before manifests
         recorded them."""
-        files = (manifest_of(self.out) or {}).get("files")
+        if _manifest_tables(self.out) is None:
+            return {}
+        try:
+            files = manifest_file.read_keys(self.out / MANIFEST, ("files",)).get("files")
+        except (OSError, ValueError):
+            return {}
         return files if isinstance(files, dict) else {}
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
@@ -175,11 +180,9 @@ class Output:
         data.write_parquet(self.part(name, index, work=True), compression="zstd")
 
     def write_manifest(self, manifest: dict) -> None:
-        # written as it is encoded: the text of a manifest listing every input (90 MB at 8 GiB of
-        # archive) is never held whole, nor its pieces
-        with open(self.tmp / MANIFEST, "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2, sort_keys=False)
-            fh.write("\n")
+        # written as it is encoded, its spans copied: the text of a manifest listing every input and
+        # unassigned fact (90 MB at 8 GiB of archive) is never held whole, nor its pieces
+        manifest_file.write(self.tmp / MANIFEST, manifest)
 
     def commit(
         self, manifest: dict | None = None, known: dict[str, list] | None = None, *,
@@ -400,34 +403,36 @@ def _manifest_tables(folder: Path) -> list[str] | None:
         return None
     try:
         with path.open("rb") as fh:
-            # the manifest of a large output is tens of MB: a file read before, unchanged since (same
-            # inode, size, modification and change times), is not parsed again
+            # a file read before, unchanged since (same inode, size, modification and change times),
+            # is not read again
             key = _identity(fh)
-            if key in _READ_MANIFESTS:
-                tables = _READ_MANIFESTS[key]
-                return None if tables is None else list(tables)
-            manifest = json.loads(fh.read().decode("utf-8"))
+        if key not in _READ_MANIFESTS:
+            _READ_MANIFESTS.clear()
+            _READ_MANIFESTS[key] = _ours(manifest_file.read_keys(path, ("format", "producer", "tables")))
     except (OSError, ValueError):
         return None
-    tables = _ours(manifest)
-    _READ_MANIFESTS.clear()
-    _READ_MANIFESTS[key] = tables
-    _PARSED_MANIFEST.clear()
-    if tables is not None:
-        _PARSED_MANIFEST[key] = manifest
+    tables = _READ_MANIFESTS[key]
     return None if tables is None else list(tables)
 
 
 def manifest_of(folder: Path) -> dict | None:
-    """The manifest of the asr-batch output `folder` (None when it is not ours): the one `_manifest_tables`
-    parsed, while the file is unchanged and `Output.previous_manifest` has not taken it; only reads."""
+    """The manifest of the asr-batch output `folder` (None when it is not ours), its unassigned facts
+    and part files left as spans of the file (`_meta`, `files`: no source reads them); only reads."""
     try:
         if _manifest_tables(folder) is None:
             return None
-        with (folder / MANIFEST).open("rb") as fh:
-            parsed = _PARSED_MANIFEST.get(_identity(fh))
-            return parsed if parsed is not None else json.loads(fh.read().decode("utf-8"))
+        return manifest_file.read(folder / MANIFEST, keep=("_meta", "files"))
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
+        return None
+
+
+def manifest_keys(folder: Path, keys: tuple[str, ...]) -> dict | None:
+    """The values of `keys` in the manifest of the asr-batch output `folder` (None when it is not ours)."""
+    try:
+        if _manifest_tables(folder) is None:
+            return None
+        return manifest_file.read_keys(folder / MANIFEST, keys)
+    except (OSError, RuntimeError, ValueError):
         return None
 
 
@@ -437,16 +442,8 @@ def _identity(fh) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def forget_manifest() -> None:
-    """Drop the manifest `_manifest_tables` parsed last, when `Output.previous_manifest` will not take it."""
-    _PARSED_MANIFEST.clear()
-
-
 # the table list `_manifest_tables` found in the manifest file read last, by its identity
 _READ_MANIFESTS: dict[tuple, list[str] | None] = {}
-# and that manifest itself, until `Output.previous_manifest` takes it or `forget_manifest` drops it:
-# a re-run where nothing changed reports the previous manifest, which is then not parsed twice
-_PARSED_MANIFEST: dict[tuple, dict] = {}
 
 
 def _ours(manifest: object) -> list[str] | None:

@@ -24,6 +24,7 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
 from batch.sources.entire import held
 from batch.version import ARCHIVE_FORMAT, FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
+from batch.output import manifest as manifest_file
 from batch.output.folder import WORK, Output
 
 SOURCE_LOSSES = "source_losses"
@@ -234,9 +235,9 @@ LOSSES_ALL = """
 def finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
     sources_read: SourceReads, as_written: frozenset[str] = frozenset(),
-) -> tuple[dict[str, int], list[dict], list[dict], dict[str, int]]:
+) -> tuple[dict[str, int], manifest_file.Pieces, list[dict], dict[str, int]]:
     """Build the final tables in DuckDB from the batches' parts and write each by DuckDB itself:
-    Python holds their counts and the manifest's lists, no table (docs/performance.md, "The final
+    Python holds their counts and the manifest's short lists, no table (docs/performance.md, "The final
     stage at scale"). The parts `as_written` (batch/incremental/as_written.py) are not read: their
     final tables' rows are among them."""
     # The final stage reads the batches' parts of the output and work tables (as views of their
@@ -278,16 +279,19 @@ def finalize(
     for table in SOURCE_TABLES:
         if run_frames.get(table.name):
             counts[table.name] = output.write(table, _concat(table.schema, run_frames[table.name]))
-    unassigned = [
-        {
-            "kind": kind,
-            "field": field,
-            "value": value,
-            "references": {"leafUuid": leaf},
-            "source": {"path": path, "position": position},
-        }
-        for kind, field, value, leaf, path, position in con.table("unassigned_facts").fetchall()
-    ]
+    # the unassigned facts grow with the archive: written by DuckDB as the JSON text of the manifest's list
+    output.spill.mkdir(exist_ok=True)
+    facts = output.spill / "unassigned.json"
+    con.execute(
+        "copy (select kind, field, value, {'leafUuid': leaf_uuid} as \"references\", "
+        "{'path': source_file, 'position': position} as source from unassigned_facts) "
+        f"to '{_quoted(facts)}' (format json, array true)"
+    )
+    unassigned = manifest_file.Pieces((
+        '{\n    "com.anthropic.claude-code/unassigned": ',
+        manifest_file.Span(facts, 0, facts.stat().st_size - 1),  # but its final newline
+        "\n  }",
+    ))
     absent = [
         {
             "kind": kind,
@@ -304,6 +308,10 @@ def finalize(
     return counts, unassigned, absent, entire_losses
 
 
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
 def _version_key(version: str) -> tuple:
     # numeric parts in numeric order, before any text part ("2.1.9" < "2.1.10" < "2.1.x")
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.split("."))
@@ -314,7 +322,7 @@ def manifest(
     inputs: list[dict],
     skipped: list[tuple[str, str]],
     counts: dict[str, int],
-    unassigned: list[dict],
+    unassigned: manifest_file.Pieces,
     absent: list[dict],
     imports: list,
     source_losses: dict[str, int],
@@ -342,5 +350,5 @@ def manifest(
         "export_report": report,
         **extra,
         "reuse": summary,
-        "_meta": {"com.anthropic.claude-code/unassigned": unassigned},
+        "_meta": unassigned,  # {"com.anthropic.claude-code/unassigned": [...]}, as DuckDB wrote it (`finalize`)
     }

@@ -37,7 +37,7 @@ import pygit2
 
 from batch import sql
 from batch.errors import OutputError, SourceError
-from batch.output.folder import manifest_of
+from batch.output.folder import manifest_keys, manifest_of
 from batch.output.layout import STATE
 from batch.sources import claude_code, codex
 from batch.sources.base import Loaded, Stream, Unit, spooled
@@ -112,7 +112,7 @@ class Archive:
 def written_by(folder: Path) -> Written | None:
     """Who wrote the output `folder` (None when it is not an asr-batch output); refuse one of a newer
     archive format, which this version cannot promise to read."""
-    manifest = _manifest(folder)
+    manifest = manifest_keys(folder.resolve(), ("producer", "archive")) if folder.is_dir() else None
     return None if manifest is None else _written(folder, manifest)
 
 
@@ -129,7 +129,7 @@ def _written(folder: Path, manifest: dict) -> Written:
 
 def is_output(path: Path) -> bool:
     """Whether `path` is a folder holding an asr-batch output."""
-    return _manifest(path) is not None
+    return path.is_dir() and manifest_keys(path.resolve(), ()) is not None
 
 
 def discover(
@@ -450,7 +450,6 @@ def _tool_results(folder: Path, damaged: set[str]) -> set[str]:
 
 
 def _manifest(folder: Path) -> dict | None:
-    # parsed once while the file is unchanged: the manifest of a large output is tens of MB
     return manifest_of(folder.resolve()) if folder.is_dir() else None
 
 

@@ -18,6 +18,7 @@ import pytest
 import batch
 import batch.pipeline
 import batch.output.folder
+import batch.output.manifest
 import batch.run.finalize
 from batch.cli import _reuse_summary
 from batch.errors import OutputError
@@ -70,9 +71,14 @@ def test_nothing_changed_reuses_every_batch_and_the_final_stage(sample, tmp_path
     }
 
 
-def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, monkeypatch):
+def test_a_re_run_never_parses_the_lists_of_the_previous_manifest_that_grow_with_the_archive(
+        sample, tmp_path, monkeypatch):
+    """The previous manifest's inputs and unassigned facts are copied as they are, or taken from the
+    state, never parsed (batch/output/manifest.py): 90 MB of text at 8 GiB of archive."""
     out = tmp_path / "out"
     batch.convert([sample], out)
+    before = read_manifest(out)
+    assert before["inputs"] and before["_meta"]["com.anthropic.claude-code/unassigned"]
     parsed = []
 
     class Counting:
@@ -81,29 +87,20 @@ def test_the_previous_manifest_is_parsed_once_and_not_held(sample, tmp_path, mon
 
         def loads(self, text, *args, **kwargs):
             value = json.loads(text, *args, **kwargs)
-            if isinstance(value, dict) and "format" in value and "tables" in value:
-                parsed.append(value)
+            parsed.append(value)
             return value
 
-    monkeypatch.setattr(batch.output.folder, "json", Counting())
-    before = read_manifest(out)
+    monkeypatch.setattr(batch.output.manifest, "json", Counting())
     result = batch.convert([sample], out)  # nothing changed: the manifest reports the previous one's
     assert result.manifest["reuse"]["final_stage"] == "reused"
-    assert len(parsed) == 1  # to find the output is ours, and taken from there for the manifest
     assert {k: v for k, v in read_manifest(out).items() if k not in ("skipped", "reuse")} == {
         k: v for k, v in before.items() if k not in ("skipped", "reuse")
     }
-    assert batch.output.folder._PARSED_MANIFEST == {}
-    parsed.clear()
     grow(sample / VIEWER, "1af7fc5e-8455-4414-9ccd-011d40f70b2a", 1)
-    result = batch.convert([sample], out)  # the final stage runs: the parsed manifest is not kept
+    result = batch.convert([sample], out)  # the final stage runs
     assert result.manifest["reuse"]["final_stage"] == "run"
-    assert len(parsed) == 1 and batch.output.folder._PARSED_MANIFEST == {}
-    # nor by a run that fails while it plans, after the output was found to be ours
-    monkeypatch.setattr(batch.pipeline.reuse, "plan", lambda *args, **kwargs: 1 / 0)
-    with pytest.raises(ZeroDivisionError):
-        batch.convert([sample], out)
-    assert len(parsed) == 2 and batch.output.folder._PARSED_MANIFEST == {}
+    assert parsed and "format" in parsed[0]  # the manifest was read, a key at a time
+    assert not [v for v in parsed if v in (before["inputs"], before["_meta"]) or (isinstance(v, dict) and "inputs" in v)]
 
 
 @pytest.mark.parametrize("change", ["grow", "add", "delete_session", "delete_subagent", "grow_subagent"])

@@ -1,0 +1,142 @@
+"""manifest.json read a key at a time and written as it is encoded, so that its lists that grow with
+the archive (the unassigned facts, the inputs) are never parsed or held whole by a run that does not
+need them (docs/performance.md, "The final stage at scale").
+
+A manifest is written with an indent of two spaces, as `json.dump(manifest, indent=2)` writes it:
+each top-level key begins a line with exactly two spaces and a quote, which no other line does (a
+nested key or item is indented further, a JSON string holds no raw newline, and the fragments DuckDB
+writes begin their lines with a tab). `index` finds those lines a chunk at a time and gives each
+top-level value's byte range (`Span`); `read` parses the values wanted and leaves the others as
+spans, which `write` copies byte for byte. A manifest not laid out so (edited by hand, written on
+one line) is parsed whole, as before.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CHUNK = 1 << 20
+# a top-level key's line: a newline, two spaces, the key as a JSON string, a colon and a space
+_KEY = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
+
+
+@dataclass(frozen=True)
+class Span:
+    """A value's JSON text, bytes [start, end) of the file `path` (a manifest, a fragment DuckDB wrote)."""
+
+    path: Path
+    start: int
+    end: int
+
+    def copy_to(self, out) -> None:
+        """Write the text to the text file `out`, a chunk at a time."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with self.path.open("rb") as fh:
+            fh.seek(self.start)
+            left = self.end - self.start
+            while left > 0:
+                data = fh.read(min(CHUNK, left))
+                if not data:
+                    raise ValueError(f"{self.path} is shorter than when it was read")
+                left -= len(data)
+                out.write(decoder.decode(data, final=left <= 0))
+
+    def parse(self) -> object:
+        with self.path.open("rb") as fh:
+            fh.seek(self.start)
+            return json.loads(fh.read(self.end - self.start))
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A value written as text and spans in order (an object around a fragment DuckDB wrote)."""
+
+    parts: tuple[str | Span, ...]
+
+
+def index(path: Path) -> dict[str, Span] | None:
+    """Each top-level key of the manifest `path` with its value's span, in the file's order; None when
+    the file is not laid out as `write` lays it out (then it is parsed whole)."""
+    starts: list[tuple[str, int, int]] = []  # key, where its line begins, where its value begins
+    with path.open("rb") as fh:
+        if fh.read(1) != b"{":
+            return None
+        fh.seek(0)
+        offset, carry = 0, b""
+        while True:
+            data = fh.read(CHUNK)
+            if not data:
+                break
+            text = carry + data
+            base = offset - len(carry)
+            last = 0
+            for m in _KEY.finditer(text):
+                if m.end() == len(text):  # the value's first byte is in the next chunk: found again there
+                    break
+                starts.append((json.loads(m.group(1)), base + m.start(), base + m.end()))
+                last = m.end()
+            carry = text[max(last, len(text) - 4096):]
+            offset += len(data)
+        size = offset
+        # each value ends before the comma that precedes the next key; the last before the closing brace
+        ends = [s for _, s, _ in starts[1:]] + [size]
+        spans = {}
+        for (key, _, start), end in zip(starts, ends):
+            fh.seek(max(start, end - 64))
+            tail = fh.read(end - max(start, end - 64))
+            stripped = tail.rstrip()
+            if end == size:
+                if not stripped.endswith(b"}"):
+                    return None
+                stripped = stripped[:-1].rstrip()
+            elif not stripped.endswith(b","):
+                return None
+            else:
+                stripped = stripped[:-1]
+            spans[key] = Span(path, start, end - len(tail) + len(stripped))
+    # keys found twice (a key's text inside a value): not a manifest laid out as written here
+    return spans if spans and len(spans) == len(starts) else None
+
+
+def read(path: Path, *, keep: tuple[str, ...] = ()) -> dict:
+    """The manifest `path` with each top-level value parsed, but those of `keep`, left as spans of the
+    file; parsed whole when it is not laid out as `write` writes it. ValueError when it is not JSON."""
+    spans = index(path)
+    if spans is None:
+        value = json.loads(path.read_bytes())
+        if not isinstance(value, dict):
+            raise ValueError(f"{path} is not a JSON object")
+        return value
+    return {key: span if key in keep else span.parse() for key, span in spans.items()}
+
+
+def read_keys(path: Path, keys: tuple[str, ...]) -> dict:
+    """The values of `keys` in the manifest `path` (those it has), parsed; the others not read."""
+    spans = index(path)
+    if spans is None:
+        value = json.loads(path.read_bytes())
+        return {k: value[k] for k in keys if k in value} if isinstance(value, dict) else {}
+    return {key: spans[key].parse() for key in keys if key in spans}
+
+
+def write(path: Path, manifest: dict) -> None:
+    """Write `manifest` as `json.dump(manifest, indent=2)` would, its values encoded as they are
+    written and its spans and pieces copied: nothing of it is held whole as text."""
+    encoder = json.JSONEncoder(indent=2)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("{")
+        for i, (key, value) in enumerate(manifest.items()):
+            fh.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
+            for part in value.parts if isinstance(value, Pieces) else (value,):
+                if isinstance(part, Span):
+                    part.copy_to(fh)
+                elif isinstance(value, Pieces):
+                    fh.write(part)
+                else:
+                    for chunk in encoder.iterencode(part):
+                        fh.write(chunk.replace("\n", "\n  "))
+        fh.write("\n}\n")
