@@ -1,0 +1,67 @@
+"""manifest.json read a key at a time and written as it is encoded (batch/output/manifest.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batch.output import manifest as mf
+
+MANIFEST = {
+    "format": {"name": "asr", "version": "0.1"},
+    "inputs": [{"path": "p/ä€𝄞.jsonl", "size": 3, "note": "a \"quoted\" \\ line\nwith a newline"} for _ in range(40)],
+    "tables": {"sessions": 2, "records": 0},
+    "empty": [],
+    "_meta": {"com.anthropic.claude-code/unassigned": [{"kind": "session_info", "value": "é"}]},
+    "last": "  \"not\": a key",
+}
+
+
+@pytest.fixture(params=[1 << 20, 7], ids=["one chunk", "7-byte chunks"])
+def chunk(request, monkeypatch):
+    monkeypatch.setattr(mf, "CHUNK", request.param)
+    return request.param
+
+
+def test_written_as_json_dump_writes_it(tmp_path, chunk):
+    path = tmp_path / "manifest.json"
+    mf.write(path, MANIFEST)
+    assert path.read_text(encoding="utf-8") == json.dumps(MANIFEST, indent=2) + "\n"
+
+
+def test_each_key_is_read_alone_and_copied_byte_for_byte(tmp_path, chunk):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(MANIFEST, indent=2) + "\n", encoding="utf-8")
+    spans = mf.index(path)
+    assert list(spans) == list(MANIFEST)
+    assert {k: s.parse() for k, s in spans.items()} == MANIFEST
+    assert mf.read_keys(path, ("tables", "missing")) == {"tables": MANIFEST["tables"]}
+    kept = mf.read(path, keep=("inputs", "_meta"))
+    assert isinstance(kept["inputs"], mf.Span) and kept["tables"] == MANIFEST["tables"]
+    again = tmp_path / "again.json"
+    mf.write(again, {**kept, "tables": {"sessions": 3}})
+    assert json.loads(again.read_text(encoding="utf-8")) == {**MANIFEST, "tables": {"sessions": 3}}
+
+
+def test_a_manifest_not_laid_out_so_is_parsed_whole(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(MANIFEST), encoding="utf-8")  # one line, as a hand edit may leave it
+    assert mf.index(path) is None
+    assert mf.read(path, keep=("inputs",)) == MANIFEST
+    assert mf.read_keys(path, ("format",)) == {"format": MANIFEST["format"]}
+    path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ValueError):
+        mf.read(path)
+
+
+def test_a_fragment_duckdb_wrote_is_spliced_in(tmp_path, chunk):
+    fragment = tmp_path / "facts.json"
+    fragment.write_text('[\n\t{"kind":"session_info","value":"a 𝄞 b"},\n\t{"kind":"k","value":null}\n]\n', encoding="utf-8")
+    value = mf.Pieces(('{\n    "facts": ', mf.Span(fragment, 0, fragment.stat().st_size - 1), "\n  }"))
+    path = tmp_path / "manifest.json"
+    mf.write(path, {"format": 1, "_meta": value, "files": {}})
+    want = {"format": 1, "_meta": {"facts": [{"kind": "session_info", "value": "a 𝄞 b"}, {"kind": "k", "value": None}]},
+            "files": {}}
+    assert json.loads(path.read_text(encoding="utf-8")) == want
+    assert mf.index(path)["_meta"].parse() == want["_meta"]
