@@ -94,7 +94,8 @@ def write(output: Output, groups: list[Group], used: set[str]) -> list[Batch]:
         try:
             con.register("wanted", pl.DataFrame({"owner": [g.owner for g in mine]}))
             con.register("group_files", pl.DataFrame(
-                [(i["path"], g.owner) for g in mine for i in g.inputs], schema=["path", "owner"], orient="row"))
+                [(i["path"], g.owner) for g in mine for i in g.inputs], schema={"path": pl.String, "owner": pl.String},
+                orient="row"))
             for table in TABLES_OWNED:
                 if not _select(con, mine[0].arch, table):
                     continue
