@@ -272,10 +272,7 @@ def _finish(
         for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
             manifest.pop(key, None)
         if found_all.archives:
-            manifest["carried"] = history.carried(
-                found_all.archives, found_all.carried, taken.inputs, out=output.out,
-                as_written={k for g in p.as_written for k in g.keys},
-            )
+            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
         if p.repair.damaged:
             manifest["damaged"] = p.repair.manifest()
         write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))

@@ -32,6 +32,11 @@ from batch.errors import SqlError
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 
+def quote(text: str) -> str:
+    """`text` as a SQL string literal, for statements that take no parameters (DDL, COPY targets)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def sql_dir() -> Path:
     """Return the folder of SQL files: inside the installed package, else the checkout's sql/."""
     packaged = Path(__file__).parent / "sql"

@@ -24,10 +24,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from batch import reuse
+from batch import reuse, sql
 from batch.errors import OutputError
 from batch.incremental.state import Batch
-from batch.output.folder import Output, manifest_of
+from batch.output.folder import Output, manifest_keys
 from batch.output.layout import WORK
 from batch.output.parts import copy_statement
 from batch.run import finalize as final
@@ -68,7 +68,7 @@ def find(inputs: registry.Inputs, held: set[str]) -> list[Group]:
     files = {e[0] for u in inputs.units for e in u.fingerprint or () if len(e) in (3, 4)}
     found = []
     for arch in inputs.archives:
-        manifest = manifest_of(arch.root) or {}
+        manifest = manifest_keys(arch.root, ("inputs", "as_written")) or {}
         inputs_of = [i for i in manifest.get("inputs", []) if isinstance(i, dict) and isinstance(i.get("path"), str)]
         writers = {e.get("session_group"): e.get("written_by") for e in manifest.get("as_written") or []
                    if isinstance(e, dict)}
@@ -103,7 +103,7 @@ def write(output: Output, groups: list[Group], used: set[str]) -> list[Batch]:
                 for g in mine:
                     if written.get(g.owner):
                         path = output.part(table.name, parts[g.owner])
-                        con.execute(copy_statement(table, f"rows where owner = {_text(g.owner)}", path))
+                        con.execute(copy_statement(table, f"rows where owner = {sql.quote(g.owner)}", path))
                         counts[g.owner][table.name] = written[g.owner]
         except (duckdb.Error, OSError) as exc:
             raise OutputError(
@@ -129,7 +129,7 @@ def _select(con: duckdb.DuckDBPyConnection, arch: archive.Archive, table) -> boo
     """Make `rows` the rows the output `arch` holds of the groups `wanted` in `table`, with this
     version's columns (those it lacks null) and their group (`owner`); False when it has no part of
     the table, or none a group's rows can be told in."""
-    files = [f for f in archive.part_files(arch.root, table.name, arch.damaged) if not _run_part(f)]
+    files = [f for f in archive.part_files(arch.root, table.name, arch.damaged) if Path(f).name != final.RUN_PART]
     if not files:
         return False
     con.execute(f"create or replace temp view old as select * from read_parquet({_list(files)}, union_by_name = true)")
@@ -148,17 +148,12 @@ def _select(con: duckdb.DuckDBPyConnection, arch: archive.Archive, table) -> boo
     )
     rows = f"select {columns}, w.owner from old as o {of}"
     if table.name == "losses":  # the scans' run-level losses, kept by their own keys (`run_rows`)
-        losses = [f for f in archive.part_files(arch.root, f"{WORK}/{SOURCE_LOSSES}", arch.damaged) if _run_part(f)]
+        losses = [f for f in archive.part_files(arch.root, f"{WORK}/{SOURCE_LOSSES}", arch.damaged) if Path(f).name == final.RUN_PART]
         if losses:
             rows += (f" except all select {columns}, w.owner from read_parquet({_list(losses)}, union_by_name = true)"
                      f" as o {of}")
     con.execute(f"create or replace temp table rows as {rows}")
     return True
-
-
-def _run_part(path: str) -> bool:
-    """Whether `path` is the part of a batch table that sources fill once per run (`write_source_parts`)."""
-    return Path(path).name == f"part-{reuse.part_id(())}.parquet"
 
 
 def _groups(arch: archive.Archive) -> dict[str, tuple[set[str], set[str], str | None]]:
@@ -195,11 +190,7 @@ def _groups(arch: archive.Archive) -> dict[str, tuple[set[str], set[str], str | 
 
 
 def _list(files: list[str]) -> str:
-    return "[" + ", ".join(_text(f) for f in files) + "]"
-
-
-def _text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    return "[" + ", ".join(sql.quote(f) for f in files) + "]"
 
 
 def run_rows(groups: list[Group], read: set[str]) -> dict[str, pl.DataFrame]:
@@ -211,7 +202,7 @@ def run_rows(groups: list[Group], read: set[str]) -> dict[str, pl.DataFrame]:
     found: dict[str, list[pl.DataFrame]] = {}
     for root in dict.fromkeys(g.arch.root for g in groups):
         rows = final.run_rows(root)
-        repositories = {r.get("repository") for r in ((manifest_of(root) or {}).get("entire") or {}).get(
+        repositories = {r.get("repository") for r in ((manifest_keys(root, ("entire",)) or {}).get("entire") or {}).get(
             "repositories", []) if isinstance(r, dict)}
         if not repositories & read:
             for name, frame in rows.items():

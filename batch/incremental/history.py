@@ -59,11 +59,11 @@ def reads(
     return dict(sorted(reads.items()))
 
 
-def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path, as_written: set[str]) -> dict:
+def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path) -> dict:
     """The manifest's `carried`: each earlier output read as a source (sources/archive.py) with the
     groups this run rebuilt from it, the rebuilt files whose SHA-256 is not the one it recorded
-    (`inexact`), and the files it holds without their bytes (`not_carried`) but those of the
-    sessions carried as it wrote them (`as_written`: their keys; the manifest's `as_written`)."""
+    (`inexact`), and the files it holds without their bytes (`not_carried`) that this run did not
+    take (read again from their own source, or carried as written: their inputs are the run's)."""
     digests = {i["path"]: i.get("sha256") for i in inputs}
     recorded = {name: sha for a in archives for name, sha in a.recorded.items()}
     names = {e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in u.fingerprint}
@@ -81,8 +81,7 @@ def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path, as_wr
         "inexact": sorted(n for n in names if n in digests and digests[n] != recorded.get(n)),
         # those this run did not read again from their own source (an Entire repository given again)
         "not_carried": sorted(
-            ({**e, "output": str(a.root)} for a in archives for e in a.not_carried
-             if e["path"] not in digests and e.get("session_key") not in as_written),
+            ({**e, "output": str(a.root)} for a in archives for e in a.not_carried if e["path"] not in digests),
             key=lambda e: (e["output"], e["path"]),
         ),
     }

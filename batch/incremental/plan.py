@@ -17,8 +17,8 @@ from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
 
-BATCH_TABLE_NAMES = [t.name for t in TABLES if t.stage == "batch"]
-FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
+# the tables a batch may have parts of (named by its groups)
+PART_TABLE_NAMES = [t.name for t in TABLES if t.stage in ("batch", "final")]
 
 
 @dataclass(frozen=True)
@@ -193,9 +193,8 @@ def take_previous(
             part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
             carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
     taken = Taken([], list(found.skipped))
-    for batch in planned.reused:
-        output.reuse(batch.part, FINAL_TABLE_NAMES + BATCH_TABLE_NAMES if batch.written_by else BATCH_TABLE_NAMES,
-                     list(WORK_SCHEMAS))
+    for batch in planned.reused:  # (the parts of the final tables too: those of groups as written)
+        output.reuse(batch.part, PART_TABLE_NAMES, list(WORK_SCHEMAS))
     for batch in as_written.write(output, list(p.as_written), p.used):
         taken.add(batch)
     # reused and carved batches are taken as recorded: their inputs, skipped paths and row counts

@@ -36,7 +36,7 @@ from batch.output.layout import SPILL
 from batch.output.prices import SCHEMA as PRICE_SCHEMA
 from batch.output.prices import model_prices, pricing_csv, read_prices
 from batch.schema import TABLES
-from batch.sql import sql_dir, within_limit
+from batch.sql import quote, sql_dir, within_limit
 
 CATALOG = "asr.duckdb"
 MANIFEST = "manifest.json"
@@ -127,15 +127,10 @@ def view_columns() -> dict[str, list[tuple[str, str]]]:
         return columns
 
 
-def _quote(text: str) -> str:
-    # DDL takes no parameters: literals are quoted by doubling single quotes.
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _macros(out: Path) -> list[str]:
     """The macros the views call: where the output is, and a timestamp's local day."""
     return [
-        f"create or replace macro {OUTPUT_PATH}() as {_quote(str(out))}",
+        f"create or replace macro {OUTPUT_PATH}() as {quote(str(out))}",
         f"create or replace macro {LOCAL_DAY}(ts) as "
         f"cast(timezone(coalesce(getvariable('{TIMEZONE}'), 'UTC'), ts) as date)",
     ]
@@ -187,7 +182,7 @@ def write_catalog(
         with (db.cursor() if db is not None else
               duckdb.connect(config={"memory_limit": f"{CATALOG_MEMORY >> 20}MiB",
                                      "temp_directory": str(folder / SPILL)})) as con:
-            con.execute(f"attach {_quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
+            con.execute(f"attach {quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
             con.execute("use catalog")
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
             for stmt in table_view_sql(out):

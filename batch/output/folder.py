@@ -148,9 +148,6 @@ class Output:
         self._catalog_reused = True
         return True
 
-    def glob(self, table: str, *, work: bool = False) -> str:
-        return str(self._folder(table, work) / "*.parquet")
-
     def files(self, table: str, *, work: bool = False, without: frozenset[str] = frozenset()) -> list[str]:
         """The part files of a table in this run's folder, but those of the part names `without`."""
         folder = self._folder(table, work)

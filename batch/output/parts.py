@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batch import slices
+from batch.sql import quote
 from batch.errors import OutputError
 from batch.output.layout import MARKER, SPILL, WORK
 from batch.schema import Table
@@ -159,8 +160,7 @@ def copy_statement(table: Table, relation: str, path: Path) -> str:
     `table`: its declared columns, in order, cast to the declared types (a missing column or a cast
     DuckDB refuses is an error naming it), zstd-compressed, in the relation's order."""
     columns = ", ".join(f'cast("{f.name}" as {_DUCKDB_TYPES[f.type]}) as "{f.name}"' for f in table.schema)
-    target = "'" + str(path).replace("'", "''") + "'"
-    return f"copy (select {columns} from {relation}) to {target} (format parquet, compression zstd)"
+    return f"copy (select {columns} from {relation}) to {quote(str(path))} (format parquet, compression zstd)"
 
 
 def conform(table: Table, data: pa.Table) -> pa.Table:

@@ -56,16 +56,19 @@ RUN_ROW_KEYS = {
 }
 
 
+# the part of the rows sources give once per run (`write_source_parts`), named by no group
+RUN_PART = f"part-{reuse.part_id(())}.parquet"
+
+
 def run_rows(root: Path) -> dict[str, pl.DataFrame]:
     """The run-level rows of the output `root` (the tables of `RUN_ROW_KEYS`, the scans' losses as
     `losses`), with this version's columns (those an earlier version did not write null)."""
-    run_part = f"part-{reuse.part_id(())}.parquet"
     found = {}
     for name in RUN_ROW_KEYS:
         if name == "losses":  # the scans' losses are a work part of their own (`write_source_parts`)
-            files, schema = [root / WORK / SOURCE_LOSSES / run_part], WORK_SCHEMAS[SOURCE_LOSSES]
+            files, schema = [root / WORK / SOURCE_LOSSES / RUN_PART], WORK_SCHEMAS[SOURCE_LOSSES]
         elif TABLES_BY_NAME[name].stage == "batch":
-            files, schema = [root / name / run_part], TABLES_BY_NAME[name].schema
+            files, schema = [root / name / RUN_PART], TABLES_BY_NAME[name].schema
         else:
             files, schema = sorted((root / name).glob("part-*.parquet")), TABLES_BY_NAME[name].schema
         files = [f for f in files if f.is_file() and not f.is_symlink() and pq.read_metadata(f).num_rows]
@@ -265,7 +268,7 @@ def finalize(
             con.execute(f"create temp table sessions_read as {SESSIONS_READ}")
             relation = "sessions_read"
         if name == "losses" and output.has(SOURCE_LOSSES, work=True):
-            con.execute(f"create temp table losses_all as {LOSSES_ALL}", {"files": output.glob(SOURCE_LOSSES, work=True)})
+            con.execute(f"create temp table losses_all as {LOSSES_ALL}", {"files": output.files(SOURCE_LOSSES, work=True)})
             relation = "losses_all"
         if name == "losses":
             # losses found at the source, by category (the Entire summary line)
@@ -285,7 +288,7 @@ def finalize(
     con.execute(
         "copy (select kind, field, value, {'leafUuid': leaf_uuid} as \"references\", "
         "{'path': source_file, 'position': position} as source from unassigned_facts) "
-        f"to '{_quoted(facts)}' (format json, array true)"
+        f"to {sql.quote(str(facts))} (format json, array true)"
     )
     unassigned = manifest_file.Pieces((
         '{\n    "com.anthropic.claude-code/unassigned": ',
@@ -306,10 +309,6 @@ def finalize(
     for name in steps:  # written: their memory is the catalog's, which follows in the same DuckDB
         con.execute(f'drop table "{name}"')
     return counts, unassigned, absent, entire_losses
-
-
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def _version_key(version: str) -> tuple:
