@@ -409,7 +409,7 @@ class _progress:
 
 
 def _summary(r: ConvertResult) -> str:
-    mib = sum(i["size"] for i in r.manifest["inputs"]) / (1 << 20)
+    mib = r.input_bytes / (1 << 20)
     con = open_catalog(r.out)
     try:
         totals = reports.totals(con)

@@ -19,7 +19,8 @@ from batch.incremental import plan as incremental
 from batch.incremental.state import Batch, State
 from batch.incremental.state import write as write_state
 from batch.output.folder import Output, check_apart, finish_interrupted_swap, lock_output
-from batch.output.layout import WORK
+from batch.output import manifest as manifest_file
+from batch.output.layout import MANIFEST, WORK
 from batch.output.prices import read_prices
 from batch.run import finalize as final
 from batch.run import schedule, task
@@ -35,11 +36,14 @@ class ConvertResult:
 
     out: Path
     tables: dict[str, int]
-    inputs: int
+    inputs: int  # files read
+    input_bytes: int
     lines: int
     rejected_lines: int
     foreign_files: int
     seconds: float
+    # manifest.json, its lists that grow with the archive (`inputs`, `_meta`, `files`) as spans of the
+    # file (batch/output/manifest.py `Span.parse`)
     manifest: dict = field(repr=False)
 
 
@@ -158,17 +162,24 @@ def _convert(
                               damaged=planned.repair.damaged, stop=stop)  # beside the tasks
         not_converted = _run_tasks(output, planned, found_all, taken, options, stop)
         taken.count(held.counts())
-        manifest = _finish(output, planned, found_all, taken, not_converted, options, read_at)
+        settled = _settle(output, planned, found_all, taken, not_converted, options, read_at)
+        # what the run held per file is in the run folder now (the reuse state, the manifest's inputs):
+        # let go of it, so that the final stage runs beside counts and per-group frames alone
+        del previous, known, known_events, found_all, planned, taken
+        manifest = _finish(output, settled, options)
     except BaseException:
         stop.set()
         if held is not None:
             held.wait()
         output.abort()
         raise
+    # as written, its lists that grow with the archive left unparsed, as spans of the file
+    manifest = manifest_file.read(output.out / MANIFEST, keep=manifest_file.GROWING)
     return ConvertResult(
         out=output.out,
         tables={k: manifest["tables"].get(k, 0) for k in manifest["tables"]},
-        inputs=len(manifest["inputs"]),
+        inputs=settled.inputs.count,
+        input_bytes=settled.inputs.size,
         lines=manifest["tables"].get("source_lines", 0),
         rejected_lines=manifest["rejected_lines"],
         foreign_files=manifest["foreign_files"],
@@ -221,13 +232,31 @@ def _run_tasks(
     return not_converted
 
 
-def _finish(
+@dataclass
+class _Settled:
+    """What a run needs of its plan and tasks once they are done (`_settle`), nothing of it per file:
+    the reuse state and the manifest's inputs are in the run folder."""
+
+    inputs: final.Inputs
+    skipped: list[tuple[str, str]]
+    counts: dict[str, int]
+    summary: dict  # the manifest's `reuse`
+    imports: list  # the Entire repositories read (`registry.Inputs.imports`)
+    run_frames: dict[str, list[pl.DataFrame]]  # the tables sources fill once per run
+    sources_read: final.SourceReads | None  # None when the final stage is the previous run's
+    as_written: frozenset[str]  # the parts of sessions as an earlier version wrote them
+    entries: dict  # the manifest's lists known before the final stage (kept, not_converted, ...)
+    previous_manifest: dict | None  # the previous output's, when its final stage is reused
+    known: dict[str, list]  # the previous output's part files taken intact, with their size and SHA-256
+
+
+def _settle(
     output: Output, planned: incremental.Planned, found_all: registry.Inputs, taken: incremental.Taken, not_converted: list[dict],
     options: _Options, read_at: str,
-) -> dict:
-    """The tables sources fill once per run, the final stage (or the previous one's, when nothing
-    changed), the state, the manifest, and the swap; return the manifest."""
-    p, found = planned, found_all.found
+) -> _Settled:
+    """The tables sources fill once per run, the reuse state and the manifest's inputs written to the
+    run folder, and what the final stage and the manifest need of the rest."""
+    p = planned
     converting = {u.owner for u in p.plan.units} | p.growing.keys()
     unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
     run_frames = registry.run_frames(found_all.imports)
@@ -247,39 +276,48 @@ def _finish(
         p.previous, p.plan, p.carved, converting, len(taken.inputs), verify=options.verify,
         final_reused=p.final_reused, not_converted=not_converted, deltas=p.delta_summary,
     )
+    reused = summary["final_stage"] == "reused"
+    entries = {} if reused else {
+        "kept": history.kept(taken.batches, reads), "not_converted": not_converted, "replaced": list(p.replaced),
+        "as_written": as_written.manifest_entries(taken.batches),
+    }
+    if found_all.archives:
+        entries["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
+    if p.repair.damaged:
+        entries["damaged"] = p.repair.manifest()
+    write_state(output.tmp, State(p.key, p.imports_key, found_all.found.heads, found_all.event_heads, tuple(taken.batches), reads))
+    return _Settled(
+        final.Inputs.write(output, taken.inputs), taken.skipped, taken.counts, summary, found_all.imports, run_frames,
+        None if reused else final.SourceReads.of(reads, carving.session_owners(taken.batches)),
+        frozenset(b.part for b in taken.batches if b.written_by), entries, p.previous_manifest if reused else None,
+        {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
+    )
+
+
+def _finish(output: Output, settled: _Settled, options: _Options) -> dict:
+    """The final stage (or the previous one's, when nothing changed), the manifest and the swap;
+    return the manifest."""
+    s = settled
     with ExitStack() as stack:
         db = None
-        if summary["final_stage"] == "reused":
+        if s.previous_manifest is not None:
             # nothing changed: the final tables and what the manifest reports of them are the previous ones
             output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
             # (the inputs are those its batches recorded, as they were then)
-            manifest = {**p.previous_manifest, "inputs": taken.inputs, "skipped": final.skipped_entries(taken.skipped),
-                        "reuse": summary, "replaced": [], "not_converted": []}
+            manifest = {**s.previous_manifest, "inputs": s.inputs.text, "skipped": final.skipped_entries(s.skipped),
+                        "reuse": s.summary, "replaced": [], "not_converted": []}
         else:
-            sources_read = final.SourceReads(reads, carving.session_owners(taken.batches))
             # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)
             db = stack.enter_context(connect(spill=output.spill, memory=options.memory or FINAL_MEMORY))
             final_counts, unassigned, absent, source_losses = final.finalize(
-                db, output, run_frames, sources_read, frozenset(b.part for b in taken.batches if b.written_by))
-            taken.count(final_counts)  # added to the rows of the parts as written
-            manifest = final.manifest(
-                found, taken.inputs, taken.skipped, taken.counts, unassigned, absent, found_all.imports, source_losses,
-                summary,
-            )
-            manifest.update(kept=history.kept(taken.batches, reads), not_converted=not_converted, replaced=list(p.replaced),
-                            as_written=as_written.manifest_entries(taken.batches))
+                db, output, s.run_frames, s.sources_read, s.as_written)
+            counts = {k: s.counts.get(k, 0) + final_counts.get(k, 0) for k in s.counts.keys() | final_counts.keys()}
+            manifest = final.manifest(s.inputs, s.skipped, counts, unassigned, absent, s.imports, source_losses, s.summary)
         for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
             manifest.pop(key, None)
-        if found_all.archives:
-            manifest["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs, out=output.out)
-        if p.repair.damaged:
-            manifest["damaged"] = p.repair.manifest()
-        write_state(output.tmp, State(p.key, p.imports_key, found.heads, found_all.event_heads, tuple(taken.batches), reads))
-        output.commit(
-            manifest, known={k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
-            overrides=options.overrides, db=db,
-        )
+        manifest.update(s.entries)
+        output.commit(manifest, known=s.known, overrides=options.overrides, db=db)
     return manifest
 
 

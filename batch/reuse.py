@@ -49,9 +49,14 @@ def fingerprints(units: list[Unit]) -> dict[str, list | None]:
             found[unit.owner] = None
         else:
             # entries of several sources (files, Git objects) differ in shape: ordered by their JSON text
-            entries = [*(found.get(unit.owner) or []), *json.loads(json.dumps(unit.fingerprint))]
+            entries = [*(found.get(unit.owner) or []), *_lists(unit.fingerprint)]
             found[unit.owner] = sorted(entries, key=json.dumps)
     return found
+
+
+def _lists(value: object) -> object:
+    """`value` as the state's JSON holds it: its tuples as lists (its strings and numbers the same objects)."""
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 @dataclass

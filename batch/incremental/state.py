@@ -104,11 +104,12 @@ class State:
     def with_batches(self, batches: list[Batch] | tuple[Batch, ...]) -> State:
         return replace(self, batches=tuple(batches))
 
-    def to_json(self) -> dict:
+    def to_json(self, *, batches: bool = True) -> dict:
+        """The state as its file holds it (`batches`: with each batch's entry, else an empty list)."""
         return {
             "producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
             "run_key": self.run_key, "imports": self.imports, "heads": dict(self.heads),
-            "event_heads": dict(self.event_heads), "batches": [b.to_json() for b in self.batches],
+            "event_heads": dict(self.event_heads), "batches": [b.to_json() for b in self.batches] if batches else [],
             "reads": dict(self.reads),
         }
 
@@ -148,8 +149,31 @@ def read(out: Path) -> State | None:
 
 
 def write(folder: Path, state: State) -> None:
-    """Write `state` as the reuse state of the output folder `folder`."""
-    (folder / STATE).write_text(json.dumps(state.to_json(), separators=(",", ":")) + "\n", encoding="utf-8")
+    """Write `state` as the reuse state of the output folder `folder`: `json.dumps(state.to_json())`'s
+    text, encoded a batch or a slice of a mapping at a time (whole, its pieces would take several
+    times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run")."""
+    with open(folder / STATE, "w", encoding="utf-8") as fh:
+        fh.write("{")
+        for i, (key, value) in enumerate(state.to_json(batches=False).items()):
+            fh.write(("," if i else "") + _dumps(key) + ":")
+            if key == "batches":
+                fh.write("[")
+                for n, b in enumerate(state.batches):
+                    fh.write(("," if n else "") + _dumps(b.to_json()))
+                fh.write("]")
+            elif isinstance(value, dict) and value:
+                items = list(value.items())
+                fh.write("{" + ",".join(_dumps(dict(items[n:n + _SLICE]))[1:-1] for n in range(0, len(items), _SLICE)) + "}")
+            else:
+                fh.write(_dumps(value))
+        fh.write("}\n")
+
+
+_SLICE = 4096  # entries of a mapping encoded at once (`write`)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 @functools.cache

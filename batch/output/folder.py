@@ -89,7 +89,7 @@ class Output:
         """The previous output's manifest, its lists that grow with the archive (`inputs`, `_meta`,
         `files`) left as spans of its file, copied as they are when it is written again
         (batch/output/manifest.py)."""
-        return manifest_file.read(self.out / MANIFEST, keep=("inputs", "_meta", "files"))
+        return manifest_file.read(self.out / MANIFEST, keep=manifest_file.GROWING)
 
     def recorded_files(self) -> dict[str, list]:
         """Each part file of the previous output as its run recorded it (the manifest's `files`: size and

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 1 << 20
+# the top-level values that grow with the archive: an entry per input file, unassigned fact, part file
+GROWING = ("inputs", "_meta", "files")
 # a top-level key's line: a newline, two spaces, the key as a JSON string, a colon and a space
 _KEY = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 
@@ -126,7 +128,6 @@ def read_keys(path: Path, keys: tuple[str, ...]) -> dict:
 def write(path: Path, manifest: dict) -> None:
     """Write `manifest` as `json.dump(manifest, indent=2)` would, its values encoded as they are
     written and its spans and pieces copied: nothing of it is held whole as text."""
-    encoder = json.JSONEncoder(indent=2)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("{")
         for i, (key, value) in enumerate(manifest.items()):
@@ -137,6 +138,20 @@ def write(path: Path, manifest: dict) -> None:
                 elif isinstance(value, Pieces):
                     fh.write(part)
                 else:
-                    for chunk in encoder.iterencode(part):
-                        fh.write(chunk.replace("\n", "\n  "))
+                    _encode(part, fh)
         fh.write("\n}\n")
+
+
+def write_value(path: Path, value: object) -> Span:
+    """Write `value` to the file `path` as `write` writes a top-level value, and return its span: a
+    value the run lets go of until the manifest is written (the inputs)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        _encode(value, fh)
+    return Span(path, 0, path.stat().st_size)
+
+
+def _encode(value: object, out) -> None:
+    """Write `value` as JSON to the text file `out`, as a top-level value of a manifest (indent 2, its
+    lines after the first indented by two more spaces), a piece at a time."""
+    for chunk in json.JSONEncoder(indent=2).iterencode(value):
+        out.write(chunk.replace("\n", "\n  "))

@@ -192,29 +192,34 @@ def _held_part(output: Output, part: str, damaged: set[str]) -> _Held | None:
     return _Held(pq.read_table(output.out / GIT_REFS.name / name), objects, objects.read(columns=["object_id", "read_as"]))
 
 
-@dataclass
+@dataclass(frozen=True)
 class SourceReads:
     """Whether each session's source was found by this run, and when it was last read: the
-    `sessions` columns `source_present` and `source_last_read_at`, by the session's group."""
+    `sessions` columns `source_present` and `source_last_read_at`, by the session's group. Frames
+    of a row per group (`reads`) and per input session (`groups`), which `sessions_read` joins."""
 
-    reads: dict[str, list]  # `_reads`
-    key_owner: dict[str, str]  # the group of each session among the inputs (`carving.session_owners`)
+    reads: pl.DataFrame
+    groups: pl.DataFrame
 
-    def register(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Register the tables `source_reads` (a group's reads) and `session_groups` (a session's
-        group among the inputs) that `sessions_read` joins; a row per group and per input session."""
-        reads = pl.DataFrame(
-            {"owner": list(self.reads), "present": [r[1] for r in self.reads.values()],
-             "read_at": [r[0] for r in self.reads.values()]},
+    @staticmethod
+    def of(reads: dict[str, list], key_owner: dict[str, str]) -> SourceReads:
+        """From each group's reads (`history.reads`) and the group of each session among the inputs
+        (`carving.session_owners`)."""
+        frame = pl.DataFrame(
+            {"owner": list(reads), "present": [r[1] for r in reads.values()], "read_at": [r[0] for r in reads.values()]},
             schema={"owner": pl.String, "present": pl.Boolean, "read_at": pl.String},
         ).with_columns(pl.col("read_at").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"))
         # a group's main session is of the group even when no input names it (an Entire session without transcript)
         groups = pl.DataFrame(
-            {"session_key": [*self.reads, *self.key_owner], "owner": [*self.reads, *self.key_owner.values()]},
+            {"session_key": [*reads, *key_owner], "owner": [*reads, *key_owner.values()]},
             schema={"session_key": pl.String, "owner": pl.String},
         ).unique("session_key", keep="last", maintain_order=True)
-        sql.register(con, "source_reads", reads)
-        sql.register(con, "session_groups", groups)
+        return SourceReads(frame, groups)
+
+    def register(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Register them as the tables `source_reads` and `session_groups`."""
+        sql.register(con, "source_reads", self.reads)
+        sql.register(con, "session_groups", self.groups)
 
 
 # The sessions with their source's reads (SourceReads): a session's group is the one the inputs
@@ -316,9 +321,33 @@ def _version_key(version: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.split("."))
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """The manifest's `inputs`, written to the run folder as its JSON text (`write`), and what the
+    manifest says of them: a run holds no entry per file from then on."""
+
+    text: manifest_file.Span
+    count: int
+    size: int  # bytes read
+    foreign: int  # files of another format
+    versions: list[str]  # the Claude Code versions the lines name
+    codex_versions: list[str] | None  # those of the Codex rollouts, None without any
+
+    @staticmethod
+    def write(output: Output, inputs: list[dict]) -> Inputs:
+        """Write `inputs` (sorted by path) as the text of the manifest's value, beside the final stage's."""
+        output.spill.mkdir(exist_ok=True)
+        codex = [i for i in inputs if i.get("format") == registry.codex.FORMAT]
+        versions = {v for i in inputs if i.get("format") != registry.codex.FORMAT for v in i.get("versions", [])}
+        return Inputs(
+            manifest_file.write_value(output.spill / "inputs.json", inputs), len(inputs), sum(i["size"] for i in inputs),
+            sum(1 for i in inputs if i["status"] == "foreign"), sorted(versions, key=_version_key),
+            sorted({v for i in codex for v in i.get("versions", [])}, key=_version_key) if codex else None,
+        )
+
+
 def manifest(
-    found: registry.Discovery,
-    inputs: list[dict],
+    inputs: Inputs,
     skipped: list[tuple[str, str]],
     counts: dict[str, int],
     unassigned: manifest_file.Pieces,
@@ -328,23 +357,18 @@ def manifest(
     summary: dict,
 ) -> dict:
     rejected = counts.get("rejects", 0)
-    foreign = sum(1 for i in inputs if i["status"] == "foreign")
-    codex = [i for i in inputs if i.get("format") == registry.codex.FORMAT]
-    versions = sorted({v for i in inputs if i.get("format") != registry.codex.FORMAT for v in i.get("versions", [])},
-                      key=_version_key)
-    codex_versions = sorted({v for i in codex for v in i.get("versions", [])}, key=_version_key) if codex else None
-    report, extra = registry.export_report(versions, absent, imports, source_losses, codex_versions)
+    report, extra = registry.export_report(inputs.versions, absent, imports, source_losses, inputs.codex_versions)
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "producer": {"name": PRODUCER, "version": VERSION},
         # what the output holds and where (docs/asr-tables.md, "An output is a source"): every later
         # version reads an output of this archive format or an earlier one
         "archive": {"format": ARCHIVE_FORMAT},
-        "inputs": inputs,
+        "inputs": inputs.text,
         "skipped": skipped_entries(skipped),
         "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
-        "rejected_lines": rejected - foreign,
-        "foreign_files": foreign,
+        "rejected_lines": rejected - inputs.foreign,
+        "foreign_files": inputs.foreign,
         "losses": counts.get("losses", 0),
         "export_report": report,
         **extra,

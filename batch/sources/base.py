@@ -28,7 +28,7 @@ import pyarrow as pa
 COMPRESSED = {".zst": "zstd"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # slots: one per input file, held by the run
 class Stream:
     """One transcript stream of a unit: what it is, in which format, and where its bytes come from."""
 
@@ -148,7 +148,7 @@ class Loaded:
         self.inputs.extend(other.inputs)
 
 
-@dataclass
+@dataclass(slots=True)
 class Unit:
     """A session group, not read yet: `load()` reads its bytes when its batch runs."""
 

@@ -63,7 +63,7 @@ def test_a_compressed_rollout_converts_as_its_plain_file(sessions, tmp_path):
     assert dict(counts.iter_rows()) == {
         f"sessions/2026/02/23/{p.name}": lines_of(p) for p in ROLLOUTS
     }
-    assert read_manifest(tmp_path / "compressed")["inputs"] == plain.manifest["inputs"]
+    assert read_manifest(tmp_path / "compressed")["inputs"] == plain.manifest["inputs"].parse()
 
 
 def test_compressed_between_runs_is_the_same_file_reused(sessions, tmp_path):
@@ -96,7 +96,7 @@ def test_both_forms_present_read_the_plain_one(sessions, tmp_path):
     manifest = batch.convert([sessions], tmp_path / "out").manifest
     shown = f"sessions/2026/02/23/{path.name}"
     assert {"path": shown + ".zst", "reason": f"compressed copy of {shown}, which is read instead"} in manifest["skipped"]
-    assert [i["path"] for i in manifest["inputs"]].count(shown) == 1
+    assert [i["path"] for i in manifest["inputs"].parse()].count(shown) == 1
 
 
 def test_codex_temporary_files_are_skipped_with_a_reason(sessions, tmp_path):
@@ -108,7 +108,7 @@ def test_codex_temporary_files_are_skipped_with_a_reason(sessions, tmp_path):
     skipped = {s["path"]: s["reason"] for s in manifest["skipped"]}
     for name in names:
         assert "Codex's temporary file" in skipped[f"sessions/2026/02/23/{name}"]
-    assert len(manifest["inputs"]) == len(ROLLOUTS)
+    assert len(manifest["inputs"].parse()) == len(ROLLOUTS)
 
 
 def test_a_damaged_compressed_file_is_skipped_and_the_rest_converts(sessions, tmp_path):
@@ -120,6 +120,6 @@ def test_a_damaged_compressed_file_is_skipped_and_the_rest_converts(sessions, tm
     reasons = {s["path"].rsplit("/", 1)[1]: s["reason"] for s in manifest["skipped"]}
     assert reasons[zst.name].startswith("cannot be read (damaged compressed file")
     assert reasons["rollout-2026-02-23T00-00-00-notzstd.jsonl.zst"].startswith("cannot be read (damaged compressed file")
-    assert len(manifest["inputs"]) == len(ROLLOUTS) - 1
+    assert len(manifest["inputs"].parse()) == len(ROLLOUTS) - 1
     ids = {json.loads(p.read_text().splitlines()[0])["payload"]["id"] for p in paths[1:]}
     assert set(read_tables(tmp_path / "out")["sessions"]["session_key"]) == ids

@@ -221,7 +221,7 @@ def test_checkpoint_tables_are_written(converted):
 def test_manifest_names_provenance_and_reports_the_import(converted):
     result, _ = converted
     m = result.manifest
-    (entry,) = [i for i in m["inputs"] if i["path"] == "work/c0ffee000001/0/full.jsonl"]
+    (entry,) = [i for i in m["inputs"].parse() if i["path"] == "work/c0ffee000001/0/full.jsonl"]
     assert [p["tree_path"] for p in entry["provenance"]] == [
         "c0/ffee000001/0/full.jsonl", "c0/ffee000001/0/full.jsonl.001", "c0/ffee000001/0/full.jsonl.002"]
     assert entry["provenance"][0]["ref"] == "refs/heads/entire/checkpoints/v1"
@@ -300,7 +300,7 @@ def test_mixed_run_reports_one_usage_per_inference(scenario, tmp_path):
     # one stream, held by the file and by the checkpoint; both copies are in source_lines
     (row,) = sql(out, f"select source_files from sessions where session_key = '{S1}'")
     assert sorted(row[0]) == ["projects/-Users-x-cli/" + f"{S1}.jsonl", "work/c0ffee000001/0/full.jsonl"]
-    paths = {i["path"] for i in result.manifest["inputs"]}
+    paths = {i["path"] for i in result.manifest["inputs"].parse()}
     assert {f"projects/-Users-x-cli/{S1}.jsonl", "work/c0ffee000001/0/full.jsonl"} <= paths
     # the same tables whatever the order the sources are given in
     other = tmp_path / "other"

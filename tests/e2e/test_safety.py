@@ -363,7 +363,7 @@ def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path, monkey
             "projects/proj/44444444-4444-4444-8444-444444444444.jsonl": "cannot be read (Permission denied)",
         }
         # the sessions read before are kept, their sources not read this time
-        assert sorted(i["path"] for i in manifest["inputs"]) == [
+        assert sorted(i["path"] for i in manifest["inputs"].parse()) == [
             f"projects/proj/{SID}.jsonl", f"projects/proj/{SID2}.jsonl", "projects/proj/44444444-4444-4444-8444-444444444444.jsonl",
             "projects/proj/locked/33333333-3333-4333-8333-333333333333.jsonl",
         ]
@@ -396,7 +396,7 @@ def test_links_loops_fifos_orphan_sidecars_and_odd_names_are_each_accounted_for(
         "projects/proj/broken.jsonl": "broken symbolic link",
         "projects/proj/agent-a1.meta.json": "sidecar without its transcript",
     }
-    paths = sorted(i["path"] for i in manifest["inputs"])
+    paths = sorted(i["path"] for i in manifest["inputs"].parse())
     assert paths == [f"projects/proj/{SID}.jsonl", f"projects/proj/{SID2}.jsonl", "projects/proj/caf\\xe9.jsonl"]
     assert catalog_count(out, "source_lines") == 4
 
@@ -406,7 +406,7 @@ def test_inputs_whose_folders_share_a_name_keep_distinct_source_files(tmp_path, 
     write_jsonl(a / f"{SID}.jsonl", [user(uid(1), None, "one"), user(uid(2), uid(1), "two")])
     write_jsonl(b / f"{SID2}.jsonl", [user(uid(3), None, "three", sid=SID2)])
     result = batch.convert([b, a], out)
-    assert {i["path"]: i["lines"] for i in result.manifest["inputs"]} == {
+    assert {i["path"]: i["lines"] for i in result.manifest["inputs"].parse()} == {
         f"a/proj/{SID}.jsonl": 2, f"b/proj/{SID2}.jsonl": 1,
     }
     with duckdb.connect(str(out / "asr.duckdb"), read_only=True) as con:
@@ -418,7 +418,7 @@ def test_a_byte_order_mark_is_stripped_and_recorded(src, out):
     line = json.dumps(user(uid(1), None, "first prompt")).encode()
     (src / f"{SID}.jsonl").write_bytes(b"\xef\xbb\xbf" + line + b"\n")
     result = batch.convert([src], out)
-    (entry,) = result.manifest["inputs"]
+    (entry,) = result.manifest["inputs"].parse()
     assert entry["byte_order_mark"] is True and entry["size"] == len(line) + 4
     with duckdb.connect(str(out / "asr.duckdb"), read_only=True) as con:
         assert con.sql("select status, byte_offset, byte_length from source_lines").fetchall() == [

@@ -193,7 +193,7 @@ def test_every_line_is_accounted_for(converted):
         (4, "invalid_json"), (13, "not_an_event"), (14, "not_an_object"), (15, "missing_session_id")]
     assert rejects.get_column("raw").to_list()[0] == b"{not json"
     assert "type is varchar, not an integer" in rejects.row(1, named=True)["detail"]
-    (entry,) = [i for i in result.manifest["inputs"] if i["path"] == EVENTS]
+    (entry,) = [i for i in result.manifest["inputs"].parse() if i["path"] == EVENTS]
     assert (entry["lines"], entry["status"], entry["format"], entry["session_key"]) == (
         16, "converted", "entire-agent-events", SID)
 
@@ -208,7 +208,7 @@ def test_a_session_split_from_its_transcript_by_batch_size_still_joins(converted
         assert table(tmp_path / "out", name).sort(key, nulls_last=True).equals(table(out, name).sort(key, nulls_last=True))
     assert small.tables["sessions"] == 2
     # the file is one input, though its sessions were read in two batches
-    assert [i["path"] for i in small.manifest["inputs"]].count(EVENTS) == 1
+    assert [i["path"] for i in small.manifest["inputs"].parse()].count(EVENTS) == 1
 
 
 def test_a_claude_code_transcript_is_never_read_as_events(tmp_path):
@@ -220,7 +220,7 @@ def test_a_claude_code_transcript_is_never_read_as_events(tmp_path):
     (reject,) = table(out, "rejects").rows(named=True)
     assert (reject["reason"], reject["line"]) == ("foreign_file", None)
     assert "not with --entire-events" in reject["detail"]
-    assert result.manifest["inputs"][0]["status"] == "foreign"
+    assert result.manifest["inputs"].parse()[0]["status"] == "foreign"
 
 
 def test_an_events_file_passed_as_a_source_is_not_read_as_events(tmp_path):

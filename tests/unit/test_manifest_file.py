@@ -65,3 +65,11 @@ def test_a_fragment_duckdb_wrote_is_spliced_in(tmp_path, chunk):
             "files": {}}
     assert json.loads(path.read_text(encoding="utf-8")) == want
     assert mf.index(path)["_meta"].parse() == want["_meta"]
+
+
+def test_a_value_written_apart_is_spliced_as_json_dump_writes_it(tmp_path):
+    span = mf.write_value(tmp_path / "inputs.json", MANIFEST["inputs"])
+    path = tmp_path / "manifest.json"
+    mf.write(path, {**MANIFEST, "inputs": span})
+    assert path.read_text(encoding="utf-8") == json.dumps(MANIFEST, indent=2) + "\n"
+    assert span.parse() == MANIFEST["inputs"]

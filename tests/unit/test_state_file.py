@@ -1,0 +1,32 @@
+"""The reuse state file, written a piece at a time (batch/incremental/state.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batch.incremental import state as st
+from batch.incremental.state import Batch, State
+
+
+def _state(n: int) -> State:
+    batches = tuple(
+        Batch(f"{i:016x}", {f"owner-{i}": [[f"p/{i}.jsonl", 10 + i, 1_700_000_000_000_000_000 + i, None]]},
+              ({"path": f"p/{i}.jsonl", "size": 10 + i, "note": "ä \"q\""},), ((f"p/{i}.txt", "not a .jsonl file"),),
+              {"records": i}, ("session_streams",), {"records": (i,)}, "0.3.0" if i % 7 == 0 else None)
+        for i in range(n)
+    )
+    heads = {f"p/{i}.jsonl": [10 + i, i, None, f"s{i}"] for i in range(n)}
+    reads = {f"owner-{i}": ["2026-12-06T00:00:00.000000Z", bool(i % 2)] for i in range(n)}
+    return State("key", None, heads, {}, batches, reads, None)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 9000], ids=["empty", "one", "three", "more than a slice"])
+def test_written_as_json_dumps_writes_it_and_read_back(tmp_path, n):
+    state = _state(n)
+    st.write(tmp_path, state)
+    text = (tmp_path / "_reuse.json").read_text(encoding="utf-8")
+    assert text == json.dumps(state.to_json(), separators=(",", ":")) + "\n"
+    back = st.read(tmp_path)
+    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
