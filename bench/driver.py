@@ -1,0 +1,65 @@
+"""The RSS of the process that plans and finalizes a convert, after each of its steps.
+
+    python bench/driver.py ARCHIVE [--executor dask|local]
+
+Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this
+process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan, the
+tasks and the settling of the run (the reuse state and the manifest's inputs written), before the
+final stage, and the peak from then to the end (the final stage, the catalog, the commit). With
+`--executor dask` (the default) the batches run in two worker processes of a LocalCluster, so the
+figures are the driver's own (docs/performance.md, "A cluster run, on paper").
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import batch
+import batch.pipeline as pipeline
+from batch.incremental import plan as incremental
+from batch.run import finalize
+from batch.sources import registry
+from rss import reset_peak, status
+
+
+def _after(module, name: str, label: str, seen: dict) -> None:
+    """Record the RSS when `module.name` returns."""
+    real = getattr(module, name)
+
+    def measured(*args, **kw):
+        result = real(*args, **kw)
+        seen[label] = status("VmRSS")
+        return result
+
+    setattr(module, name, measured)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("archive", type=Path)
+    parser.add_argument("--executor", default="dask", choices=["dask", "local"])
+    args = parser.parse_args()
+    seen = {"imports": status("VmRSS")}
+    _after(registry, "discover", "discovery", seen)
+    _after(incremental, "take_previous", "plan", seen)
+    _after(pipeline, "_run_tasks", "tasks", seen)
+    _after(pipeline, "_settle", "settled", seen)
+    real = finalize.finalize
+
+    def stage(*a, **kw):
+        seen["before the final stage"] = status("VmRSS")
+        reset_peak()
+        return real(*a, **kw)
+
+    finalize.finalize = stage
+    with tempfile.TemporaryDirectory() as tmp:
+        result = batch.convert([args.archive], Path(tmp) / "out", executor=args.executor, workers=2)
+        seen["peak from the final stage on"] = status("VmHWM")
+    print(f"{args.archive} ({result.inputs:,} files, {args.executor}): "
+          + ", ".join(f"{k} {v} MiB" for k, v in seen.items()), flush=True)
+
+
+if __name__ == "__main__":  # a LocalCluster's workers import this module: nothing runs then
+    main()
