@@ -237,7 +237,7 @@ class _Settled:
     """What a run needs of its plan and tasks once they are done (`_settle`), nothing of it per file:
     the reuse state and the manifest's inputs are in the run folder."""
 
-    inputs: final.Inputs
+    inputs: final.WrittenInputs
     skipped: list[tuple[str, str]]
     counts: dict[str, int]
     summary: dict  # the manifest's `reuse`
@@ -287,7 +287,7 @@ def _settle(
         entries["damaged"] = p.repair.manifest()
     write_state(output.tmp, State(p.key, p.imports_key, found_all.found.heads, found_all.event_heads, tuple(taken.batches), reads))
     return _Settled(
-        final.Inputs.write(output, taken.inputs), taken.skipped, taken.counts, summary, found_all.imports, run_frames,
+        final.WrittenInputs.write(output, taken.inputs), taken.skipped, taken.counts, summary, found_all.imports, run_frames,
         None if reused else final.SourceReads.of(reads, carving.session_owners(taken.batches)),
         frozenset(b.part for b in taken.batches if b.written_by), entries, p.previous_manifest if reused else None,
         {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},

@@ -322,7 +322,7 @@ def _version_key(version: str) -> tuple:
 
 
 @dataclass(frozen=True)
-class Inputs:
+class WrittenInputs:
     """The manifest's `inputs`, written to the run folder as its JSON text (`write`), and what the
     manifest says of them: a run holds no entry per file from then on."""
 
@@ -334,12 +334,12 @@ class Inputs:
     codex_versions: list[str] | None  # those of the Codex rollouts, None without any
 
     @staticmethod
-    def write(output: Output, inputs: list[dict]) -> Inputs:
+    def write(output: Output, inputs: list[dict]) -> WrittenInputs:
         """Write `inputs` (sorted by path) as the text of the manifest's value, beside the final stage's."""
         output.spill.mkdir(exist_ok=True)
         codex = [i for i in inputs if i.get("format") == registry.codex.FORMAT]
         versions = {v for i in inputs if i.get("format") != registry.codex.FORMAT for v in i.get("versions", [])}
-        return Inputs(
+        return WrittenInputs(
             manifest_file.write_value(output.spill / "inputs.json", inputs), len(inputs), sum(i["size"] for i in inputs),
             sum(1 for i in inputs if i["status"] == "foreign"), sorted(versions, key=_version_key),
             sorted({v for i in codex for v in i.get("versions", [])}, key=_version_key) if codex else None,
@@ -347,7 +347,7 @@ class Inputs:
 
 
 def manifest(
-    inputs: Inputs,
+    inputs: WrittenInputs,
     skipped: list[tuple[str, str]],
     counts: dict[str, int],
     unassigned: manifest_file.Pieces,
