@@ -7,6 +7,7 @@ rebuilt from earlier outputs (`carried`)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -59,7 +60,7 @@ def reads(
     return dict(sorted(reads.items()))
 
 
-def carried(archives: list, taken: dict, inputs: list[dict], *, out: Path) -> dict:
+def carried(archives: list, taken: dict, inputs: Iterable[dict], *, out: Path) -> dict:
     """The manifest's `carried`: each earlier output read as a source (sources/archive.py) with the
     groups this run rebuilt from it, the rebuilt files whose SHA-256 is not the one it recorded
     (`inexact`), and the files it holds without their bytes (`not_carried`) that this run did not

@@ -4,6 +4,7 @@ lost), then the previous batches taken into the run folder (docs/architecture.md
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from batch import reuse
@@ -192,7 +193,7 @@ def take_previous(
         if old.part not in held:
             part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
             carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
-    taken = Taken([], list(found.skipped))
+    taken = Taken(list(found.skipped))
     for batch in planned.reused:  # (the parts of the final tables too: those of groups as written)
         output.reuse(batch.part, PART_TABLE_NAMES, list(WORK_SCHEMAS))
     for batch in as_written.write(output, list(p.as_written), p.used):
@@ -209,19 +210,21 @@ def take_previous(
 @dataclass
 class Taken:
     """What the new output's batches hold, taken as each is reused, carved or converted: their
-    inputs, skipped paths, row counts and state entries."""
+    state entries (with their inputs), skipped paths and row counts."""
 
-    inputs: list[dict]
     skipped: list[tuple[str, str]]
     counts: dict[str, int] = field(default_factory=dict)
-    batches: list[Batch] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)  # in the order taken
 
     def add(self, batch: Batch) -> None:
         """Take a batch's state entry (reused and carved ones as recorded)."""
-        self.inputs.extend(batch.inputs)
         self.skipped.extend(tuple(s) for s in batch.skipped)
         self.count(batch.counts)
         self.batches.append(batch)
+
+    def inputs(self) -> Iterator[dict]:
+        """The manifest's entries of the files read, in the order their batches were taken."""
+        return (i for b in self.batches for i in b.inputs)
 
     def count(self, counts: dict[str, int]) -> None:
         for k, v in counts.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +30,37 @@ from batch.version import PRODUCER, VERSION
 Fingerprint = list | None
 
 
+class InputEntries:
+    """A batch's manifest entries of the files it read, held as their JSON text, an entry a line: the
+    run holds a few hundred bytes per file instead of a dict of objects (docs/performance.md, "A
+    cluster run, on paper"). Iterating parses them, an entry at a time."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self, entries: Iterable[dict] = ()) -> None:
+        self.lines = "\n".join(_dumps(e) for e in entries)
+
+    def __iter__(self) -> Iterator[dict]:
+        return (json.loads(line) for line in self.texts())
+
+    def __len__(self) -> int:
+        return self.lines.count("\n") + 1 if self.lines else 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InputEntries) and other.lines == self.lines
+
+    def __repr__(self) -> str:
+        return f"InputEntries({len(self)} entries)"
+
+    def texts(self) -> list[str]:
+        """Each entry's JSON text (`json.dumps` with the state's separators)."""
+        return self.lines.split("\n") if self.lines else []
+
+    def json_text(self) -> str:
+        """The entries as one JSON array, as `json.dumps(list(self))` writes it with the state's separators."""
+        return "[" + self.lines.replace("\n", ",") + "]"
+
+
 @dataclass(frozen=True)
 class Batch:
     """A batch of the output: its parts (`part-<part>.parquet` of the tables in `counts` and of the
@@ -37,7 +68,7 @@ class Batch:
 
     part: str
     groups: Mapping[str, Fingerprint]  # owner -> fingerprint, sorted by owner
-    inputs: tuple[dict, ...]  # the manifest's entries of the files it read
+    inputs: InputEntries  # the manifest's entries of the files it read (given as dicts, held as text)
     skipped: tuple[tuple[str, str], ...]  # (path, why)
     counts: Mapping[str, int]  # output table -> rows of its part
     work: tuple[str, ...] = ()  # the work tables it has parts of
@@ -46,14 +77,19 @@ class Batch:
     # parts of final tables too, which the final stage does not read; None for a batch this version converted
     written_by: str | None = None
 
-    def with_inputs(self, inputs: list[dict]) -> Batch:
-        return replace(self, inputs=tuple(inputs))
+    def __post_init__(self) -> None:
+        if not isinstance(self.inputs, InputEntries):
+            object.__setattr__(self, "inputs", InputEntries(self.inputs))
 
-    def to_json(self) -> dict:
+    def with_inputs(self, inputs: list[dict]) -> Batch:
+        return replace(self, inputs=InputEntries(inputs))
+
+    def to_json(self, *, inputs: bool = True) -> dict:
+        """The batch as the state file holds it (`inputs`: with its entries parsed, else an empty list)."""
         return {
             "part": self.part,
             "groups": dict(self.groups),
-            "inputs": list(self.inputs),
+            "inputs": list(self.inputs) if inputs else [],
             "skipped": [list(s) for s in self.skipped],
             "counts": dict(self.counts),
             "work": list(self.work),
@@ -159,7 +195,10 @@ def write(folder: Path, state: State) -> None:
             if key == "batches":
                 fh.write("[")
                 for n, b in enumerate(state.batches):
-                    fh.write(("," if n else "") + _dumps(b.to_json()))
+                    entry = b.to_json(inputs=False)
+                    fh.write(("," if n else "") + "{" + ",".join(
+                        _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else _dumps(v)) for k, v in entry.items()
+                    ) + "}")
                 fh.write("]")
             elif isinstance(value, dict) and value:
                 items = list(value.items())

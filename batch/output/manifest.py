@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,11 +143,16 @@ def write(path: Path, manifest: dict) -> None:
         fh.write("\n}\n")
 
 
-def write_value(path: Path, value: object) -> Span:
-    """Write `value` to the file `path` as `write` writes a top-level value, and return its span: a
-    value the run lets go of until the manifest is written (the inputs)."""
+def write_array(path: Path, items: Iterable[str]) -> Span:
+    """Write the JSON array of `items` (each an item's JSON text) to the file `path` as `write` writes a
+    top-level value, an item at a time, and return its span: a value the run holds as text until the
+    manifest is written (the inputs)."""
     with open(path, "w", encoding="utf-8") as fh:
-        _encode(value, fh)
+        fh.write("[")
+        n = 0
+        for n, text in enumerate(items, 1):
+            fh.write(("," if n > 1 else "") + "\n    " + json.dumps(json.loads(text), indent=2).replace("\n", "\n    "))
+        fh.write("\n  ]" if n else "]")
     return Span(path, 0, path.stat().st_size)
 
 

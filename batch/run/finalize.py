@@ -5,6 +5,7 @@ every task (docs/performance.md, "The final stage at scale")."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batch import reuse, sql
+from batch.incremental.state import InputEntries
 from batch.run import task
 from batch.run.memory import Stop, Stopped
 from batch.schema import TABLES, TABLES_BY_NAME
@@ -334,15 +336,27 @@ class WrittenInputs:
     codex_versions: list[str] | None  # those of the Codex rollouts, None without any
 
     @staticmethod
-    def write(output: Output, inputs: list[dict]) -> WrittenInputs:
-        """Write `inputs` (sorted by path) as the text of the manifest's value, beside the final stage's."""
+    def write(output: Output, batches: list[InputEntries]) -> WrittenInputs:
+        """Write the batches' entries, in the order given and then by path (a stable sort), as the text
+        of the manifest's value, beside the final stage's: each parsed once, for what the manifest
+        says of them, and held as text."""
         output.spill.mkdir(exist_ok=True)
-        codex = [i for i in inputs if i.get("format") == registry.codex.FORMAT]
-        versions = {v for i in inputs if i.get("format") != registry.codex.FORMAT for v in i.get("versions", [])}
+        texts, size, foreign, versions, codex_versions, codex = [], 0, 0, set(), set(), False
+        for entries in batches:
+            for text in entries.texts():
+                entry = json.loads(text)
+                texts.append((entry["path"], text))
+                size += entry["size"]
+                foreign += entry["status"] == "foreign"
+                if entry.get("format") == registry.codex.FORMAT:
+                    codex = True
+                    codex_versions.update(entry.get("versions", []))
+                else:
+                    versions.update(entry.get("versions", []))
+        texts.sort(key=lambda t: t[0])
         return WrittenInputs(
-            manifest_file.write_value(output.spill / "inputs.json", inputs), len(inputs), sum(i["size"] for i in inputs),
-            sum(1 for i in inputs if i["status"] == "foreign"), sorted(versions, key=_version_key),
-            sorted({v for i in codex for v in i.get("versions", [])}, key=_version_key) if codex else None,
+            manifest_file.write_array(output.spill / "inputs.json", (t for _, t in texts)), len(texts), size, foreign,
+            sorted(versions, key=_version_key), sorted(codex_versions, key=_version_key) if codex else None,
         )
 
 

@@ -67,9 +67,11 @@ def test_a_fragment_duckdb_wrote_is_spliced_in(tmp_path, chunk):
     assert mf.index(path)["_meta"].parse() == want["_meta"]
 
 
-def test_a_value_written_apart_is_spliced_as_json_dump_writes_it(tmp_path):
-    span = mf.write_value(tmp_path / "inputs.json", MANIFEST["inputs"])
+@pytest.mark.parametrize("count", [0, 1, 40], ids=["none", "one", "many"])
+def test_an_array_written_apart_is_spliced_as_json_dump_writes_it(tmp_path, count):
+    inputs = MANIFEST["inputs"][:count]
+    span = mf.write_array(tmp_path / "inputs.json", (json.dumps(i, separators=(",", ":")) for i in inputs))
     path = tmp_path / "manifest.json"
     mf.write(path, {**MANIFEST, "inputs": span})
-    assert path.read_text(encoding="utf-8") == json.dumps(MANIFEST, indent=2) + "\n"
-    assert span.parse() == MANIFEST["inputs"]
+    assert path.read_text(encoding="utf-8") == json.dumps({**MANIFEST, "inputs": inputs}, indent=2) + "\n"
+    assert span.parse() == inputs

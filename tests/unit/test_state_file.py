@@ -30,3 +30,14 @@ def test_written_as_json_dumps_writes_it_and_read_back(tmp_path, n):
     assert text == json.dumps(state.to_json(), separators=(",", ":")) + "\n"
     back = st.read(tmp_path)
     assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert [list(b.inputs) for b in back.batches] == [[{"path": f"p/{i}.jsonl", "size": 10 + i, "note": "ä \"q\""}]
+                                                       for i in range(n)]
+
+
+def test_a_batch_holds_its_inputs_as_text_and_gives_them_back_as_given():
+    given = [{"path": "a.jsonl", "size": 1, "versions": ["2.1.0"]}, {"path": "b\nc.jsonl", "size": 2, "provenance": [{"x": 1}]}]
+    batch = Batch("p", {}, tuple(given), (), {})
+    assert isinstance(batch.inputs, st.InputEntries) and len(batch.inputs) == 2 and list(batch.inputs) == given
+    assert batch.inputs.json_text() == json.dumps(given, separators=(",", ":"))
+    assert batch == Batch("p", {}, given, (), {}) and batch != Batch("p", {}, given[:1], (), {})
+    assert len(Batch("p", {}, (), (), {}).inputs) == 0 and list(Batch("p", {}, (), (), {}).inputs) == []
