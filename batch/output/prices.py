@@ -29,11 +29,13 @@ from datetime import date
 from decimal import Decimal, InvalidOperation
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
-from genai_prices.data import providers
-from genai_prices.data_snapshot import DataSnapshot
-from genai_prices.types import ConditionalPrice, ModelInfo, StartDateConstraint, TieredPrices
+
+if TYPE_CHECKING:
+    from genai_prices.data_snapshot import DataSnapshot
+    from genai_prices.types import ConditionalPrice, ModelInfo
 
 from batch.errors import BatchError
 
@@ -77,6 +79,10 @@ def model_prices(
 ) -> pl.DataFrame:
     """Return the price rows of the (model, agent) pairs from genai-prices, with every row of
     `overrides` (frames of `read_prices`, lowest first) on top."""
+    # imported here: about a tenth of a second, which the commands that price nothing do not pay
+    from genai_prices.data import providers
+    from genai_prices.data_snapshot import DataSnapshot
+
     agents: dict[str, set[str | None]] = {}
     for model, agent in models:
         agents.setdefault(model, set()).add(agent)
@@ -104,6 +110,8 @@ def _find(snapshot: DataSnapshot, model: str, vendor: str | None) -> ModelInfo |
 
 def _rows(info: ModelInfo) -> list[dict]:
     """The rows of a genai-prices model: per day a price starts, per tier; none without token prices."""
+    from genai_prices.types import ConditionalPrice, TieredPrices
+
     listed = info.prices if isinstance(info.prices, list) else [ConditionalPrice(prices=info.prices)]
     # the first price applies when no later one does
     starts = [ALWAYS, *(_start(p) for p in listed[1:])]
@@ -126,14 +134,18 @@ def _rows(info: ModelInfo) -> list[dict]:
 
 def _start(price: ConditionalPrice) -> date | None:
     """The first day a price of the list applies: every day without a constraint, none for a time of day."""
+    from genai_prices.types import StartDateConstraint
+
     if price.constraint is None:
         return ALWAYS
     return price.constraint.start_date if isinstance(price.constraint, StartDateConstraint) else None
 
 
-def _tier_price(value: Decimal | TieredPrices | None, least: int) -> Decimal | None:
-    """The price of a request whose total input is at least `least` tokens; a tier starting at N
-    prices requests over N tokens."""
+def _tier_price(value, least: int) -> Decimal | None:
+    """The price of a request whose total input is at least `least` tokens (`value`: a price, a
+    genai-prices `TieredPrices` or None); a tier starting at N prices requests over N tokens."""
+    from genai_prices.types import TieredPrices
+
     if not isinstance(value, TieredPrices):
         return value
     return next((t.price for t in reversed(value.tiers) if t.start < least), value.base)
