@@ -42,7 +42,9 @@ class Stream:
     sidecar: str | None = None  # the .meta.json text, verbatim
     content_level: str = "full"
     producer_source: str = "claude-code-jsonl"  # the format module that converts the bytes
-    path: Path | None = None  # a file to read the bytes from when the batch runs
+    # a file to read the bytes from when the batch runs, held as text (a Path object takes several
+    # times its size, once per input file: docs/performance.md, "A cluster run, on paper")
+    path: str | None = None
     data: bytes | None = field(default=None, repr=False)  # the bytes, when read already (Git blobs)
     provenance: tuple[dict, ...] = ()  # where the bytes came from beyond the name: Git blobs, one per chunk
     meta: str | None = None  # JSON object: the stream's _meta (io.entire/checkpoint)
@@ -51,6 +53,10 @@ class Stream:
     # output), read a slice at a time as a file on disk is; closed, and so removed, with the stream (`spooled`)
     spool: int | None = field(default=None, repr=False, compare=False)
     codec: str | None = None  # the file at `path` is compressed (zstd): its bytes are the decompressed ones
+
+    def __post_init__(self) -> None:
+        if self.path is not None and not isinstance(self.path, str):
+            object.__setattr__(self, "path", os.fspath(self.path))
 
     def open(self) -> BinaryIO:
         """A binary reader of the stream's bytes."""
@@ -63,14 +69,14 @@ class Stream:
         return open_file(self.path, self.codec)
 
 
-def open_file(path: Path, codec: str | None = None) -> BinaryIO:
+def open_file(path: str | Path, codec: str | None = None) -> BinaryIO:
     """A binary reader of a file's bytes, decompressed when `codec` names its compression."""
     if codec is None:
-        return path.open("rb")
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
     return io.BufferedReader(_Decompressed(path, codec), 1 << 16)
 
 
-def decompressed_size(path: Path, codec: str) -> int:
+def decompressed_size(path: str | Path, codec: str) -> int:
     """The size of a compressed file's bytes once decompressed (read through to its end)."""
     size = 0
     with open_file(path, codec) as f:
@@ -83,7 +89,7 @@ class _Decompressed(io.RawIOBase):
     """A reader of a compressed file's decompressed bytes, across frames (pyarrow's codec). A damaged
     stream (truncated, not of that codec) is an OSError that says so."""
 
-    def __init__(self, path: Path, codec: str) -> None:
+    def __init__(self, path: str | Path, codec: str) -> None:
         self.raw = open(path, "rb")  # noqa: SIM115 (closed with this reader)
         self.stream = pa.CompressedInputStream(pa.PythonFile(self.raw, mode="r"), codec)
 

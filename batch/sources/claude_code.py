@@ -110,7 +110,7 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     _add_compressed(found, compressed, known or {})
-    transcripts = {f.path.with_name(f.path.name[: -len(".jsonl")] + ".meta.json") for f in found.files if not f.codec}
+    transcripts = {Path(f.path[: -len(".jsonl")] + ".meta.json") for f in found.files if not f.codec}
     for path, name in sidecars.items():
         if path not in transcripts:
             found.skipped.append((name, "sidecar without its transcript"))

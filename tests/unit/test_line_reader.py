@@ -202,7 +202,7 @@ def test_the_corpus_in_slices(corpus_streams, slice_bytes, monkeypatch):
         sliced, slices = read(corpus_streams, slice_bytes, monkeypatch, hasher)
     assert slices > 10
     assert_same(sliced, whole)
-    assert whole[1] == [hashlib.sha256(s.path.read_bytes()).hexdigest() for s in corpus_streams]
+    assert whole[1] == [hashlib.sha256(Path(s.path).read_bytes()).hexdigest() for s in corpus_streams]
 
 
 def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch):
