@@ -187,7 +187,7 @@ def read(out: Path) -> State | None:
 def write(folder: Path, state: State) -> None:
     """Write `state` as the reuse state of the output folder `folder`: `json.dumps(state.to_json())`'s
     text, encoded a batch or a slice of a mapping at a time (whole, its pieces would take several
-    times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run")."""
+    times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run, on paper")."""
     with open(folder / STATE, "w", encoding="utf-8") as fh:
         fh.write("{")
         for i, (key, value) in enumerate(state.to_json(batches=False).items()):

@@ -129,6 +129,7 @@ def read_keys(path: Path, keys: tuple[str, ...]) -> dict:
 def write(path: Path, manifest: dict) -> None:
     """Write `manifest` as `json.dump(manifest, indent=2)` would, its values encoded as they are
     written and its spans and pieces copied: nothing of it is held whole as text."""
+    encoder = json.JSONEncoder(indent=2)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("{")
         for i, (key, value) in enumerate(manifest.items()):
@@ -139,7 +140,8 @@ def write(path: Path, manifest: dict) -> None:
                 elif isinstance(value, Pieces):
                     fh.write(part)
                 else:
-                    _encode(part, fh)
+                    for chunk in encoder.iterencode(part):
+                        fh.write(chunk.replace("\n", "\n  "))
         fh.write("\n}\n")
 
 
@@ -154,10 +156,3 @@ def write_array(path: Path, items: Iterable[str]) -> Span:
             fh.write(("," if n > 1 else "") + "\n    " + json.dumps(json.loads(text), indent=2).replace("\n", "\n    "))
         fh.write("\n  ]" if n else "]")
     return Span(path, 0, path.stat().st_size)
-
-
-def _encode(value: object, out) -> None:
-    """Write `value` as JSON to the text file `out`, as a top-level value of a manifest (indent 2, its
-    lines after the first indented by two more spaces), a piece at a time."""
-    for chunk in json.JSONEncoder(indent=2).iterencode(value):
-        out.write(chunk.replace("\n", "\n  "))
