@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py --floor --session-mb 1024 --long-line-mb 100 --executors local,dask --codex-mb 256 --baseline 580ae78 --upgrade-from 580ae78 --final-stage-mb 256,2048,8192
+	$(BIN)/python bench/run.py --floor --session-mb 1024 --long-line-mb 100 --executors local,dask --codex-mb 256 --baseline 580ae78 --upgrade-from 580ae78 --final-stage-mb 256,2048,8192 --driver-mb 2048,8192
 	$(BIN)/python bench/agentsview.py --size-mb 256 --corpus
 
 # Run every notebook headless against an output folder: make notebooks OUT=asr-out [CHARTS=dir for PNGs]

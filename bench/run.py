@@ -406,19 +406,19 @@ def against_baseline(archive: Path, scratch: Path, args: argparse.Namespace) -> 
 UPGRADE_GONE_SHARE = 0.1  # of the session groups, whose files are removed before the upgrade (kept by REF)
 
 
-def final_stage(sizes: str) -> list[str]:
-    """The final stage alone at each archive size (MiB): bench/finalize.py's line for each, run in a
-    process of its own so that each peak is its own."""
+def per_archive(script: str, sizes: str, label: str) -> list[str]:
+    """bench/<script>'s line for the archive of each size (MiB), each run in a process of its own so
+    that each peak is its own (the final stage alone: finalize.py; the driver's steps: driver.py)."""
     lines = []
     for size in (float(s) for s in sizes.split(",") if s.strip()):
         archive = ROOT / "bench" / "archive" / f"{size:g}"
         stamp = generate.stamp_path(archive)
         if not (archive.is_dir() and stamp.is_file() and json.loads(stamp.read_text()).get("size_mb") == size):
             generate.generate(size, archive, 0, invalid_lines=True, verbose=False)
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "finalize.py"), str(archive)],
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / script), str(archive)],
                               capture_output=True, text=True, check=True)
         lines.append(done.stdout.strip())
-        print(f"final     {lines[-1]}")
+        print(f"{label:9s} {lines[-1]}")
     return lines
 
 
@@ -765,6 +765,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="also time the final stage alone, and its peak, in a default convert of an archive of each "
                          "size in MiB (comma-separated; bench/finalize.py, each in its own process; archives are "
                          "generated under bench/archive/ when missing and kept)")
+    ap.add_argument("--driver-mb", default="", metavar="SIZES",
+                    help="also convert an archive of each size in MiB with --executor dask and print the RSS of the "
+                         "process that plans and finalizes after each step (bench/driver.py, each in its own process)")
     ap.add_argument("--keep", action="store_true", help="keep the archive and the converted output")
     args = ap.parse_args(argv)
     if args.baseline:
@@ -890,7 +893,8 @@ def main(argv: list[str] | None = None) -> None:
             one = large_session(archive, out.parent / f"session-{args.session_mb:g}", args.session_mb, args)
 
         line = long_line(out.parent, args.long_line_mb) if args.long_line_mb else None
-        stages = final_stage(args.final_stage_mb) if args.final_stage_mb else None
+        stages = per_archive("finalize.py", args.final_stage_mb, "final") if args.final_stage_mb else None
+        drivers = per_archive("driver.py", args.driver_mb, "driver") if args.driver_mb else None
 
         reruns = rerun(archive, out, args.batch_mb, args.workers, conv)
         for r in reruns:
@@ -925,6 +929,7 @@ def main(argv: list[str] | None = None) -> None:
             "against_baseline": versus,
             "upgrade": upgraded,
             "final_stage": stages,
+            "driver": drivers,
             "ratio": ratio,
             "cpu_ratio": cpu_ratio,
             "load_average_before": load_before[0],
