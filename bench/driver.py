@@ -17,9 +17,8 @@ import tempfile
 from pathlib import Path
 
 import batch
-import batch.pipeline as pipeline
 from batch.incremental import plan as incremental
-from batch.run import finalize
+from batch.run import finalize, finish, schedule
 from batch.sources import registry
 from rss import reset_peak, status
 
@@ -44,8 +43,8 @@ def main() -> None:
     seen = {"imports": status("VmRSS")}
     _after(registry, "discover", "discovery", seen)
     _after(incremental, "take_previous", "plan", seen)
-    _after(pipeline, "_run_tasks", "tasks", seen)
-    _after(pipeline, "_settle", "settled", seen)
+    _after(schedule, "run_plan", "tasks", seen)
+    _after(finish, "settle", "settled", seen)
     real = finalize.finalize
 
     def stage(*a, **kw):

@@ -619,6 +619,7 @@ import collections, inspect, sys, time
 from pathlib import Path
 sys.path.append(sys.argv[4])  # bench/, for rss.py, after the package and its dependencies
 import batch.pipeline as P, batch.sql as S, batch.output.folder as W, batch.output.parts as B
+import batch.run.finish as FIN, batch.run.schedule as SCH
 import batch.formats.lines as L
 from batch.formats.claude_code import converter, narrow, pass1, pass2, store
 import rss
@@ -660,11 +661,11 @@ S.materialize = timed(lambda con, name, *a, **k: f"sql/{name}.sql (temp table)",
 W.Output.write = timed(lambda self, table, *a, **k: f"write {table.name}", W.Output.write)
 W.Output.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", W.Output.write_work)
 B.BatchFiles.write_work = timed(lambda self, name, *a, **k: f"write _work/{name}", B.BatchFiles.write_work)
-W.Output.commit = timed(lambda self: "commit", W.Output.commit)
+W.Output.commit = timed(lambda self, *a, **k: "commit", W.Output.commit)
 B.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", B.PartWriter.append)
 # the functions the pipeline, the Claude Code converter's modules and the line reader call (named by
 # their module), but not the sha256, which runs on a thread of its own beside the other steps
-for module in (P, converter, narrow, pass1, pass2, store, L):
+for module in (P, SCH, FIN, converter, narrow, pass1, pass2, store, L):
     for name, fn in list(vars(module).items()):
         if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
             label = f"{fn.__module__.removeprefix('batch.')}.{fn.__name__}()"

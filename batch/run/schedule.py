@@ -12,11 +12,15 @@ from pathlib import Path
 import polars as pl
 
 from batch import reuse
+from batch.incremental import carving
+from batch.incremental.plan import Planned, Taken
+from batch.incremental.state import Batch
 from batch.output.folder import Output
 from batch.run import executors, task
 from batch.run.finalize import SOURCE_LOSSES
-from batch.run.memory import Stop, largest_line
-from batch.sources.base import Unit
+from batch.run.memory import Stop, default_workers, large_groups_message, largest_line
+from batch.sources import registry
+from batch.sources.base import Unit, batches
 
 
 def run(
@@ -127,3 +131,48 @@ def declare_too_large(
     return {"session_key": owner, "bytes": size, "files": files, "error": error}
 
 
+def run_plan(
+    output: Output, planned: Planned, found_all: registry.Inputs, taken: Taken, *, batch_bytes: int,
+    workers: int | None, executor: str, memory: int | None, stop: Stop,
+    progress: Callable[[int, int], None] | None, warn: Callable[[str], None] | None,
+) -> list[dict]:
+    """Convert the groups the plan gives as tasks (`run`), each batch taken into `taken` as it ends,
+    with `progress(done_bytes, total_bytes)`; return the manifest's `not_converted`."""
+    p, units = planned, found_all.units
+    total = sum(u.size for u in units)
+    converting = {u.owner for u in p.plan.units} | p.growing.keys()
+    done = sum(u.size for u in units if u.owner not in converting)
+    if progress and done:
+        progress(done, total)
+    groups = [group for batch in p.plan.batches() for group in batches(batch, max_bytes=batch_bytes)]
+    sizes = [sum(u.size for u in group) for group in groups]
+    large = [group for group, size in zip(groups, sizes) if size > batch_bytes]
+    if large and warn:
+        warn(large_groups_message(large, batch_bytes, memory))
+
+    def converted(size: int) -> None:
+        nonlocal done
+        done += size
+        if progress:
+            progress(done, total)
+
+    def take(result: task.TaskResult, units: list[Unit]) -> None:
+        taken.add(Batch(
+            result.part, {owner: p.owners_fp[owner] for owner in sorted(result.owners)}, tuple(result.inputs),
+            tuple(tuple(s) for s in result.skipped), result.counts, tuple(result.work),
+            {k: tuple(v) for k, v in result.rows.items()} if result.rows is not None else None,
+        ))
+        converted(sum(u.size for u in units))
+
+    lost = run(
+        groups, sizes, output=output, tool_result_files=found_all.found.tool_result_files, used=p.used,
+        executor=executor, workers=workers or default_workers(), roots=found_all.found.roots,
+        batch_bytes=batch_bytes, stop=stop, memory=memory, done=take,
+    )
+    not_converted = [declare_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]
+    # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
+    for entry in not_converted:
+        for batch in carving.keep_previous(output, p.state, p.splits, p.keys, entry["session_key"], p.used):
+            entry["previous_rows_kept"] = True
+            taken.add(batch)
+    return not_converted
