@@ -95,6 +95,8 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
     owner_of = {name: o for b in state_batches for o in gone & b.groups.keys() for name, *_ in b.groups[o] or []}
     paths: dict[str, set[str]] = {}
     for b in state_batches:
+        if not gone & b.groups.keys():  # a group's inputs are recorded by a batch holding it
+            continue
         for i in b.inputs:
             if i["path"] in owner_of:
                 paths.setdefault(owner_of[i["path"]], set()).add(i["path"])

@@ -95,12 +95,7 @@ class Output:
         """Each part file of the previous output as its run recorded it (the manifest's `files`: size and
         SHA-256, batch/output/integrity.py); empty when there is none or it was written before manifests
         recorded them."""
-        if _manifest_tables(self.out) is None:
-            return {}
-        try:
-            files = manifest_file.read_keys(self.out / MANIFEST, ("files",)).get("files")
-        except (OSError, ValueError):
-            return {}
+        files = (manifest_keys(self.out, ("files",)) or {}).get("files")
         return files if isinstance(files, dict) else {}
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
