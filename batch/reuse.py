@@ -40,13 +40,18 @@ def run_key(tool_result_files: set[str]) -> str:
 
 
 def fingerprints(units: list[Unit]) -> dict[str, list | None]:
-    """Each owner's fingerprint as stored in the state (JSON lists); None when a unit of it has none."""
+    """Each owner's fingerprint as stored in the state (JSON lists); None when a unit of it has none.
+    A unit's fingerprint given as a list is in that form already (its entries lists, sorted by their
+    JSON text): an owner of one such unit shares it rather than a copy (one entry per input file,
+    held for the whole run)."""
     found: dict[str, list | None] = {}
     for unit in units:
         if unit.owner in found and found[unit.owner] is None:
             continue
         if unit.fingerprint is None:
             found[unit.owner] = None
+        elif unit.owner not in found and isinstance(unit.fingerprint, list):
+            found[unit.owner] = unit.fingerprint
         else:
             # entries of several sources (files, Git objects) differ in shape: ordered by their JSON text
             entries = [*(found.get(unit.owner) or []), *_lists(unit.fingerprint)]

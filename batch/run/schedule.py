@@ -158,7 +158,7 @@ def run_plan(
 
     def take(result: task.TaskResult, units: list[Unit]) -> None:
         taken.add(Batch(
-            result.part, {owner: p.owners_fp[owner] for owner in sorted(result.owners)}, tuple(result.inputs),
+            result.part, {owner: p.owners_fp[owner] for owner in sorted(result.owners)}, result.inputs,
             tuple(tuple(s) for s in result.skipped), result.counts, tuple(result.work),
             {k: tuple(v) for k, v in result.rows.items()} if result.rows is not None else None,
         ))

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from batch import reuse, sql
 from batch.incremental import carving
+from batch.incremental.state import InputEntries
 from batch.run.memory import Stop, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
@@ -55,7 +56,9 @@ class TaskResult:
 
     part: str
     owners: list[str]
-    inputs: list[dict]
+    # the manifest's entries of the files it read, as their JSON text: the process that takes the
+    # result never holds them as objects (docs/performance.md, "A cluster run, on paper")
+    inputs: InputEntries
     counts: dict[str, int]
     skipped: list[tuple[str, str]]
     rows: dict[str, list[int]] | None  # each part's rows per group (`carving.RowsByGroup`)
@@ -98,11 +101,11 @@ def run(task: Task, stop: Stop | None = None) -> TaskResult:
         files.abort()
         if stop.event.is_set() or not sql.out_of_memory(exc):
             raise
-        return TaskResult(task.part, task.owners, [], {}, [], None, [], out_of_memory=str(exc))
+        return TaskResult(task.part, task.owners, InputEntries(), {}, [], None, [], out_of_memory=str(exc))
     except BaseException:
         files.abort()
         raise
-    return TaskResult(task.part, task.owners, batch.inputs, batch.counts, batch.skipped, batch.rows, work)
+    return TaskResult(task.part, task.owners, InputEntries(batch.inputs), batch.counts, batch.skipped, batch.rows, work)
 
 
 def convert_batch(

@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -351,7 +351,7 @@ def _stream(entry: dict, head: bytes, sidecar: str | None) -> Stream:
     """The stream of a rebuilt file, classified from its name and first bytes as discovery classifies a file."""
     name, size = entry["path"], entry["size"]
     agent_id, session_id = claude_code.head_ids(head[: claude_code.PEEK_BYTES])
-    stream = claude_code.classify(PurePosixPath(name), name, size, agent_id, session_id, lambda: sidecar)
+    stream = claude_code.classify(name, name, size, agent_id, session_id, lambda: sidecar)
     # as `codex.split`: a file whose head names a Claude Code session is no rollout
     meta = None if session_id is not None else codex.meta_of(head.split(b"\n", 1)[0].removeprefix(codex.BOM))
     return codex.rollout_stream(stream, meta) if meta is not None else stream

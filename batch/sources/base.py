@@ -165,7 +165,8 @@ class Unit:
     # What tells the unit's input apart without reading it (per file: name, size, modification
     # time, digest of its sidecar, as make and rsync do; per Git blob: its ID); None when only reading tells.
     # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
-    fingerprint: tuple | None = None
+    # A list is the form the reuse state holds (`reuse.fingerprints`): lists sorted by their JSON text.
+    fingerprint: tuple | list | None = None
     newest: int = 0  # the newest modification time of its files, in ns (0 when not known: Git objects)
 
 

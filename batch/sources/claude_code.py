@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path, PurePath
+from pathlib import Path
 
 from batch.errors import SourceError
 from batch.sources.base import COMPRESSED, Loaded, Stream, Unit, decompressed_size, open_file
@@ -75,34 +75,39 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
             raise SourceError(f"{src}: cannot be resolved ({getattr(exc, 'strerror', None) or exc}). Check the path.") from exc
         if root not in found.roots:
             found.roots.append(root)
-    seen: dict[Path, str] = {}
-    sidecars: dict[Path, str] = {}
-    compressed: list[tuple[Path, str, os.stat_result, str]] = []
+    # Paths below a root are held as text, not as Path objects: a Path per file costs several times
+    # its text, and its parts stay in Python's table of interned strings (docs/performance.md, "A
+    # cluster run, on paper")
+    seen: dict[str, str] = {}
+    sidecars: dict[str, str] = {}
+    compressed: list[tuple[str, str, os.stat_result, str]] = []
     for root, prefix in zip(found.roots, _root_names(found.roots)):
         for path, name, folders, problem, st in _walk(root, prefix):
             if problem:
                 found.skipped.append((name, problem))
                 continue
-            real = path.resolve()
+            real = os.path.realpath(path)
             if real in seen:
                 found.skipped.append((name, f"same file as {seen[real]}"))
                 continue
             seen[real] = name
+            filename = os.path.basename(path)
             if "tool-results" in folders:
-                found.tool_result_files.add(display(path.name))
+                found.tool_result_files.add(display(filename))
                 found.skipped.append((name, "persisted tool result: its presence is evidence, its text is not converted"))
                 continue
-            if path.name.endswith(".meta.json"):
+            if filename.endswith(".meta.json"):
                 sidecars[path] = name
                 continue
-            codec = COMPRESSED.get(path.suffix) if path.name.endswith(".jsonl" + path.suffix) else None
+            suffix = _suffix(filename)
+            codec = COMPRESSED.get(suffix) if filename.endswith(".jsonl" + suffix) else None
             if codec:
                 compressed.append((path, name, st, codec))
                 continue
-            if path.suffix != ".jsonl":
-                found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(path.name) else "not a .jsonl file"))
+            if suffix != ".jsonl":
+                found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(filename) else "not a .jsonl file"))
                 continue
-            if path.name == "journal.jsonl" and "workflows" in folders:
+            if filename == "journal.jsonl" and "workflows" in folders:
                 found.skipped.append((name, "workflow run journal, not a transcript"))
                 continue
             try:
@@ -110,7 +115,7 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     _add_compressed(found, compressed, known or {})
-    transcripts = {Path(f.path[: -len(".jsonl")] + ".meta.json") for f in found.files if not f.codec}
+    transcripts = {f.path[: -len(".jsonl")] + ".meta.json" for f in found.files if not f.codec}
     for path, name in sidecars.items():
         if path not in transcripts:
             found.skipped.append((name, "sidecar without its transcript"))
@@ -125,12 +130,12 @@ def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) 
     does (codex-format.md §14.2)."""
     plain = {f.name for f in found.files}
     for path, name, st, codec in compressed:
-        logical = name[: -len(path.suffix)]
+        logical = name[: -len(_suffix(path))]
         if logical in plain:
             found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
             continue
         try:
-            found.files.append(_classify(path.with_suffix(""), logical, st, known, found.heads, source=path, codec=codec))
+            found.files.append(_classify(path[: -len(_suffix(path))], logical, st, known, found.heads, source=path, codec=codec))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
@@ -154,27 +159,32 @@ def _root_names(roots: list[Path]) -> list[str]:
 
 
 def _walk(root: Path, prefix: str):
-    """Yield (path, shown name, folders below the root, problem or None) for every file below `root`.
+    """Yield (path, shown name, folders below the root, problem or None, stat or None) for every file
+    below `root`, its path as text.
 
     Symbolic links to folders are followed once: a link back to a folder already visited is
     reported, not followed again. Files that are not regular (FIFOs, sockets, devices) are reported.
     """
-    if not root.is_dir():
-        yield from _file_entry(root, prefix, ())
+    top = os.fspath(root)
+    if not os.path.isdir(top):
+        yield from _file_entry(top, prefix, ())
         return
     visited: dict[tuple[int, int], str] = {}
     problems: list[tuple[str, str]] = []
 
+    def below(path: str) -> str:
+        # a path below the root, relative to it ("" for the root itself); os.walk joins onto `top`
+        return path[len(top):].lstrip(os.sep) if path.startswith(top) else os.path.relpath(path, top)
+
     def on_error(exc: OSError) -> None:
-        rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
+        rel = below(exc.filename) if exc.filename else ""
         problems.append((_shown(prefix, rel), f"folder cannot be read ({exc.strerror})"))
 
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=on_error):
-        here = Path(dirpath)
-        rel = here.relative_to(root)
-        shown = _shown(prefix, rel.as_posix())
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=on_error):
+        rel = below(dirpath)
+        shown = _shown(prefix, rel)
         try:
-            st = here.stat()
+            st = os.stat(dirpath)
         except OSError as exc:
             problems.append((shown, f"folder cannot be read ({exc.strerror})"))
             dirnames[:] = []
@@ -187,21 +197,28 @@ def _walk(root: Path, prefix: str):
         visited[key] = shown
         # real folders before links to folders: a folder reached both ways keeps its own name
         dirnames.sort(key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d))
+        folders = tuple(rel.split(os.sep)) if rel else ()
         for filename in sorted(filenames):
-            yield from _file_entry(here / filename, _shown(prefix, (rel / filename).as_posix()), rel.parts)
+            yield from _file_entry(os.path.join(dirpath, filename), _shown(prefix, f"{rel}/{filename}" if rel else filename), folders)
     for name, why in problems:
-        yield root, name, (), why, None
+        yield top, name, (), why, None
 
 
 def _shown(prefix: str, rel: str) -> str:
     return prefix if rel in ("", ".") else f"{prefix}/{display(rel)}"
 
 
-def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
+def _suffix(name: str) -> str:
+    """The last suffix of a file name (".zst" of "a.jsonl.zst"), as `Path.suffix` gives it."""
+    i = name.rfind(".")
+    return name[i:] if 0 < i < len(name) - 1 else ""
+
+
+def _file_entry(path: str, name: str, folders: tuple[str, ...]):
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError as exc:
-        why = "broken symbolic link" if path.is_symlink() else f"cannot be read ({exc.strerror})"
+        why = "broken symbolic link" if os.path.islink(path) else f"cannot be read ({exc.strerror})"
         yield path, name, folders, why, None
         return
     if not stat.S_ISREG(st.st_mode):
@@ -211,8 +228,8 @@ def _file_entry(path: Path, name: str, folders: tuple[str, ...]):
 
 
 def _classify(
-    path: Path, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list], *,
-    source: Path | None = None, codec: str | None = None,
+    path: str, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list], *,
+    source: str | None = None, codec: str | None = None,
 ) -> Stream:
     """The stream of the transcript at `path`, shown as `name`; a compressed one is read from
     `source`, its size that of its decompressed bytes (read through once here)."""
@@ -225,28 +242,29 @@ def _classify(
     else:
         agent_id, session_id = head_ids(_head(source, codec))  # also proves the file can be opened
     heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
-    sidecar = path.with_name(path.name[: -len(".jsonl")] + ".meta.json")
+    sidecar = path[: -len(".jsonl")] + ".meta.json"
     return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=source,
                     mtime_ns=st.st_mtime_ns, codec=codec)
 
 
 def classify(
-    where: PurePath, name: str, size: int, agent_id: str | None, session_id: str | None,
+    where: str, name: str, size: int, agent_id: str | None, session_id: str | None,
     sidecar: Callable[[], str | None], **stream,
 ) -> Stream:
-    """The stream of a transcript at `where` (its path: file name, `subagents/` folders) shown as
-    `name`, from the IDs its head holds (`head_ids`); `sidecar()` gives a subagent's .meta.json text."""
-    filename = display(where.name)
+    """The stream of a transcript at `where` (its path, `/`-separated: file name, `subagents/` folders)
+    shown as `name`, from the IDs its head holds (`head_ids`); `sidecar()` gives a subagent's .meta.json text."""
+    parts = _parts(where)
+    filename = display(parts[-1] if parts else "")
     agent_match = AGENT_FILE_RE.match(filename)
     if agent_match or agent_id:
         agent_id = agent_id or agent_match.group(1)
-        nested = where.parent.name == "subagents" or "subagents" in where.parts
-        parent = _subagents_owner(where) if nested else None
+        parent = _subagents_owner(parts) if "subagents" in parts else None
         parent = parent or session_id
         key = f"{parent}/{agent_id}" if parent else f"agent-{agent_id}"
         return Stream(name, size, "subagent", agent_id, key, parent, agent_id, sidecar(), **stream)
     stem = filename[: -len(".jsonl")]
-    session_id = stem if UUID_RE.match(stem) else (session_id or stem)
+    if session_id != stem:  # (when they are the same, the head's string: one object where the heads hold it too)
+        session_id = stem if UUID_RE.match(stem) else (session_id or stem)
     return Stream(name, size, "main", session_id, session_id, **stream)
 
 
@@ -271,15 +289,20 @@ def _is_id(value: object) -> bool:
     return isinstance(value, str) and ID_RE.match(value) is not None
 
 
-def _subagents_owner(path: PurePath) -> str | None:
-    parts = path.parts
+def _parts(path: str) -> list[str]:
+    """A path's components as `PurePosixPath.parts` gives them ("/" first for an absolute path)."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    return ["/", *parts] if path.startswith("/") else parts
+
+
+def _subagents_owner(parts: list[str]) -> str | None:
     for i in range(len(parts) - 1, 0, -1):
         if parts[i] == "subagents":
             return display(parts[i - 1])
     return None
 
 
-def _head(path: Path, codec: str | None) -> bytes:
+def _head(path: str, codec: str | None) -> bytes:
     with open_file(path, codec) as fh:
         return fh.read(PEEK_BYTES)
 
@@ -296,10 +319,11 @@ def _peek(head: bytes) -> list[dict]:
     return out
 
 
-def _read_sidecar(path: Path) -> str | None:
+def _read_sidecar(path: str) -> str | None:
     # A missing or corrupt sidecar is treated as absent (claude-code-format.md 1.4); the text is kept as is.
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -326,9 +350,10 @@ def units(files: list[Stream]) -> list[Unit]:
     ]
 
 
-def _fingerprint(group: list[Stream]) -> tuple:
-    """A group's files by name, size and modification time; a sidecar read at discovery by its digest."""
-    return tuple(sorted(
-        (f.name, f.size, f.mtime_ns, hashlib.sha256(f.sidecar.encode()).hexdigest() if f.sidecar else None)
+def _fingerprint(group: list[Stream]) -> list:
+    """A group's files by name, size and modification time; a sidecar read at discovery by its digest
+    (as the reuse state holds it: `reuse.fingerprints`)."""
+    return sorted((
+        [f.name, f.size, f.mtime_ns, hashlib.sha256(f.sidecar.encode()).hexdigest() if f.sidecar else None]
         for f in group
-    ))
+    ), key=json.dumps)

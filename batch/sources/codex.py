@@ -134,6 +134,6 @@ def units(files: list[Stream]) -> list[Unit]:
     """One unit per rollout file, owned by its session, read when its batch runs."""
     return [
         Unit(f.session_key, f.size, partial(Loaded, [f]), label=f.name,
-             fingerprint=((f.name, f.size, f.mtime_ns, None),), newest=f.mtime_ns or 0)
+             fingerprint=[[f.name, f.size, f.mtime_ns, None]], newest=f.mtime_ns or 0)
         for f in sorted(files, key=lambda s: (s.session_key, s.name))
     ]

@@ -362,7 +362,7 @@ def _count_peeks(monkeypatch) -> list[str]:
     peeked, head = [], cc._head
 
     def counting(path, codec=None):
-        peeked.append(path.name)
+        peeked.append(os.path.basename(path))
         return head(path, codec)
 
     monkeypatch.setattr(cc, "_head", counting)
