@@ -1,13 +1,15 @@
 """The RSS of the process that plans and finalizes a convert, after each of its steps.
 
-    python bench/driver.py ARCHIVE [--executor dask|local]
+    python bench/driver.py ARCHIVE [--executor dask|local|tcp://HOST:PORT]
 
 Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this
 process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan, the
 tasks and the settling of the run (the reuse state and the manifest's inputs written), before the
 final stage, and the peak from then to the end (the final stage, the catalog, the commit). With
-`--executor dask` (the default) the batches run in two worker processes of a LocalCluster, so the
-figures are the driver's own (docs/performance.md, "A cluster run, on paper").
+`--executor dask` (the default) the batches run in two worker processes of a LocalCluster, whose
+scheduler runs in this process too; with the address of a running scheduler (`dask scheduler`, its
+workers started with this checkout on their PYTHONPATH) the figures are those of the driver alone, as
+on a cluster (docs/performance.md, "A cluster run, on paper").
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def _after(module, name: str, label: str, seen: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("archive", type=Path)
-    parser.add_argument("--executor", default="dask", choices=["dask", "local"])
+    parser.add_argument("--executor", default="dask", help="dask (the default), local, or a scheduler's address")
     args = parser.parse_args()
     seen = {"imports": status("VmRSS")}
     _after(registry, "discover", "discovery", seen)
