@@ -75,3 +75,30 @@ def test_an_array_written_apart_is_spliced_as_json_dump_writes_it(tmp_path, coun
     mf.write(path, {**MANIFEST, "inputs": span})
     assert path.read_text(encoding="utf-8") == json.dumps({**MANIFEST, "inputs": inputs}, indent=2) + "\n"
     assert span.parse() == inputs
+
+
+def test_the_runs_inputs_are_written_sorted_by_path_with_their_summary(tmp_path):
+    """WrittenInputs reads the batches' entries as columns; what it writes and says of them is what a
+    plain reading of the entries gives: a stable sort by path, the bytes, the foreign files, the versions."""
+    from batch.incremental.state import InputEntries
+    from batch.output.folder import Output
+    from batch.run.finalize import WrittenInputs
+
+    batches = [
+        [{"path": "p/z.jsonl", "size": 3, "status": "converted", "versions": ["2.1.9", "2.1.10"]},
+         {"path": "p/a\u00e9\"b.jsonl", "size": 5, "status": "foreign"},
+         {"path": "p/a.jsonl", "size": 7, "status": "converted", "versions": []}],
+        [],
+        [{"path": "c/r.jsonl", "size": 11, "status": "converted", "format": "codex-rollout-jsonl", "versions": ["0.104.0"]},
+         {"path": "p/a.jsonl", "size": 1, "status": "converted", "sha256": "x", "versions": ["1.0.17"]}],
+    ]
+    output = Output(tmp_path / "out")
+    written = WrittenInputs.write(output, [InputEntries(b) for b in batches])
+    every = [e for b in batches for e in b]
+    assert written.text.parse() == sorted(
+        every, key=lambda e: e["path"])
+    assert (written.count, written.size, written.foreign) == (5, 27, 1)
+    assert written.versions == ["1.0.17", "2.1.9", "2.1.10"] and written.codex_versions == ["0.104.0"]
+    alone = WrittenInputs.write(output, [InputEntries(batches[0])])
+    assert alone.codex_versions is None and alone.versions == ["2.1.9", "2.1.10"]
+    assert WrittenInputs.write(output, []).count == 0
