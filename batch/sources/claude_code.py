@@ -130,12 +130,13 @@ def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) 
     does (codex-format.md §14.2)."""
     plain = {f.name for f in found.files}
     for path, name, st, codec in compressed:
-        logical = name[: -len(_suffix(path))]
+        cut = len(_suffix(os.path.basename(path)))
+        logical = name[:-cut]
         if logical in plain:
             found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
             continue
         try:
-            found.files.append(_classify(path[: -len(_suffix(path))], logical, st, known, found.heads, source=path, codec=codec))
+            found.files.append(_classify(path[:-cut], logical, st, known, found.heads, source=path, codec=codec))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
