@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -104,7 +105,9 @@ class Dask:
             )
 
     def submit(self, task: tasks.Task) -> Future:
-        return self._pool.submit(tasks.run, task)
+        # the task goes as its pickle: the scheduler passes one bytes object on instead of building
+        # an object per input file of it (a LocalCluster's scheduler runs in this process)
+        return self._pool.submit(tasks.run_pickled, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the tasks (cancel: those not finished are cancelled; a LocalCluster's worker processes

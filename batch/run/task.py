@@ -12,6 +12,7 @@ part's rows per group, never the rows themselves.
 
 from __future__ import annotations
 
+import pickle
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,11 @@ def run(task: Task, stop: Stop | None = None) -> TaskResult:
         files.abort()
         raise
     return TaskResult(task.part, task.owners, InputEntries(batch.inputs), batch.counts, batch.skipped, batch.rows, work)
+
+
+def run_pickled(payload: bytes) -> TaskResult:
+    """`run` of a task given as its pickle (batch/run/executors.py, `Dask.submit`)."""
+    return run(pickle.loads(payload))
 
 
 def convert_batch(
