@@ -3,6 +3,7 @@ give what pathlib gives, and a file's shown name, path and session are those of 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path, PurePosixPath
 
@@ -48,3 +49,17 @@ def test_nested_files_are_named_and_read_by_their_place(tmp_path):
     top = by_name[f"projects/-proj/{main}.jsonl"]
     assert (top.stream_kind, top.session_id, Path(top.path).read_text()[:9]) == ("main", main, '{"type":"')
     assert found.skipped == [("projects/-proj/notes.txt", "not a .jsonl file")]
+
+
+def test_a_folder_that_cannot_be_read_is_listed_by_its_shown_name(tmp_path, monkeypatch):
+    root = tmp_path / "projects"
+    (root / "proj" / "locked").mkdir(parents=True)
+    real_walk = os.walk
+
+    def walk(top, **options):  # as os.walk does when it cannot list a folder: onerror, then go on
+        options.pop("onerror")(PermissionError(errno.EACCES, "Permission denied", os.path.join(top, "proj", "locked")))
+        yield from real_walk(top, **options)
+
+    monkeypatch.setattr(claude_code.os, "walk", walk)
+    found = claude_code.discover([root])
+    assert found.skipped == [("projects/proj/locked", "folder cannot be read (Permission denied)")]
