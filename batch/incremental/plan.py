@@ -46,6 +46,10 @@ class Planned:
     delta_summary: dict = field(default_factory=dict)
     replaced: tuple[dict, ...] = ()
 
+    def converting(self) -> set[str]:
+        """The groups this run converts: the units to convert and the grown groups re-run as deltas."""
+        return {u.owner for u in self.plan.units} | self.growing.keys()
+
 
 def carry_gone_files(
     output: Output, previous: State, found_all: registry.Inputs, current: dict[str, list | None], damaged: set[str],

@@ -46,7 +46,7 @@ def settle(
     """The tables sources fill once per run, the reuse state and the manifest's inputs written to the
     run folder, and what the final stage and the manifest need of the rest."""
     p = planned
-    converting = {u.owner for u in p.plan.units} | p.growing.keys()
+    converting = p.converting()
     unconverted = {entry["session_key"] for entry in not_converted if entry.get("previous_rows_kept")}
     run_frames = registry.run_frames(found_all.imports)
     if p.repair.lost:  # declared before the final stage reads the losses

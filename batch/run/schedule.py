@@ -140,7 +140,7 @@ def run_plan(
     with `progress(done_bytes, total_bytes)`; return the manifest's `not_converted`."""
     p, units = planned, found_all.units
     total = sum(u.size for u in units)
-    converting = {u.owner for u in p.plan.units} | p.growing.keys()
+    converting = p.converting()
     done = sum(u.size for u in units if u.owner not in converting)
     if progress and done:
         progress(done, total)

@@ -80,7 +80,7 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
     # cluster run, on paper")
     seen: dict[str, str] = {}
     sidecars: dict[str, str] = {}
-    compressed: list[tuple[str, str, os.stat_result, str]] = []
+    compressed: list[tuple[str, str, os.stat_result, str]] = []  # (path, shown name, stat, suffix)
     for root, prefix in zip(found.roots, _root_names(found.roots)):
         for path, name, folders, problem, st in _walk(root, prefix):
             if problem:
@@ -100,9 +100,8 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
                 sidecars[path] = name
                 continue
             suffix = _suffix(filename)
-            codec = COMPRESSED.get(suffix) if filename.endswith(".jsonl" + suffix) else None
-            if codec:
-                compressed.append((path, name, st, codec))
+            if suffix in COMPRESSED and filename.endswith(".jsonl" + suffix):
+                compressed.append((path, name, st, suffix))
                 continue
             if suffix != ".jsonl":
                 found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(filename) else "not a .jsonl file"))
@@ -129,14 +128,14 @@ def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) 
     both forms are there (Codex leaves them together for a moment), the plain one is read, as Codex
     does (codex-format.md §14.2)."""
     plain = {f.name for f in found.files}
-    for path, name, st, codec in compressed:
-        cut = len(_suffix(os.path.basename(path)))
-        logical = name[:-cut]
+    for path, name, st, suffix in compressed:
+        logical = name[: -len(suffix)]
         if logical in plain:
             found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
             continue
         try:
-            found.files.append(_classify(path[:-cut], logical, st, known, found.heads, source=path, codec=codec))
+            found.files.append(_classify(path[: -len(suffix)], logical, st, known, found.heads, source=path,
+                                         codec=COMPRESSED[suffix]))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
