@@ -21,7 +21,9 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from batch import reuse, sql
+from batch import reuse, sql, stage
+from batch.formats import claude_code
+from batch.stage import claude_code as in_duckdb  # the batch stage in DuckDB, behind its switch
 from batch.incremental import carving
 from batch.incremental.state import InputEntries
 from batch.run.memory import Stop, connect
@@ -145,7 +147,8 @@ def convert_on(
     parts = BatchParts(output, index, sorted(groups))
     try:
         for name in sorted(by_format):
-            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+            convert = in_duckdb.convert if name == claude_code.FORMAT and stage.enabled() else FORMATS[name]
+            converted = convert(con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
             # the statements are done: what the connection holds (registered frames, temporary tables
             # and the memory DuckDB keeps for reuse) is released before the writes
             sql.release(con)

@@ -60,11 +60,11 @@ sidechain_streams as (
         any_value(f.producer_source) as producer_source,
         cast(null as varchar) as sidecar,
         any_value(f.record_source) as record_source,
-        list(distinct f.source_file) as source_files,
-        any_value(f.meta) as meta,
-    from obs as k
+        -- in the order of the main streams' files (the largest copy first), whatever the order of the rows
+        list(f.source_file order by f.file_rank, f.source_file) as source_files,
+        arg_min(f.meta, f.file_rank) as meta,
+    from (select distinct session_key, file_idx, sidechain_root from obs where stream_kind = 'sidechain') as k
     join files as f using (file_idx)
-    where k.stream_kind = 'sidechain'
     group by k.session_key
 ),
 

@@ -121,6 +121,17 @@ def _rebuild_from_progress(
     copies = sql.frame(con, "progress_copies")
     if copies.is_empty():
         return observations, narrow, files_frame
+    files_frame, objects = virtual_files(copies, files_frame)
+    sql.register(con, "batch_files", files_frame)
+    rebuilt = pass1.classified_of(pass1.observe(con, objects))
+    if store is not None:
+        return None, pl.concat([narrow, pass1.store_wide(store, rebuilt)]), files_frame
+    return pl.concat([observations, rebuilt]), pl.concat([narrow, pass1.narrow_columns(rebuilt)]), files_frame
+
+
+def virtual_files(copies: pl.DataFrame, files_frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The virtual file of each subagent stream rebuilt from agent_progress copies (sql/batch/progress_copies.sql),
+    added to `files_frame` after its files, and the copies as objects of those files (OBJECT_SCHEMA)."""
     parents = files_frame.select("file_idx", "content_level", "producer_source", "meta")
     virtual = (
         copies.unique("child_session_key", keep="first", maintain_order=True)
@@ -150,11 +161,7 @@ def _rebuild_from_progress(
     ).select(
         file_idx="file_idx_virtual", line="line", sub="sub", json="json", reason=pl.lit(None, pl.String)
     ).cast(OBJECT_SCHEMA)
-    sql.register(con, "batch_files", files_frame)
-    rebuilt = pass1.classified_of(pass1.observe(con, objects))
-    if store is not None:
-        return None, pl.concat([narrow, pass1.store_wide(store, rebuilt)]), files_frame
-    return pl.concat([observations, rebuilt]), pl.concat([narrow, pass1.narrow_columns(rebuilt)]), files_frame
+    return files_frame, objects
 
 
 def _split_sidechains(

@@ -1,0 +1,310 @@
+"""A batch of Claude Code streams converted in DuckDB (see the package's docstring).
+
+The steps are those of the present converter (formats/claude_code/: pass 1, the narrow stage, pass 2,
+the statements), with the batch in DuckDB tables instead of Polars frames:
+
+1. `_load`: the lines of each read slice (formats/lines.py) appended to `stage_lines`, blank lines
+   marked (Polars' Unicode white space), each line numbered in read order (`row_order`).
+2. `_observe`: the envelope decode (sql/batch/observations.sql) of every line, once, into `observed`,
+   with the line's text as `json`; the lines that are not one object recovered (transforms/recover.py,
+   on those lines alone) and decoded after them; each observation classified (sql/stage/classify.sql).
+3. `_narrow`: foreign files and versions, the subagents rebuilt from agent_progress copies, the inline
+   sidechains split, the observations numbered (`ord`) into `classified`, then observation_index,
+   observation_keys, record_table and call_pairs.
+4. `_fold`: number_faults, records_full, parts, source lines and rejects over the whole batch: no
+   chunks, since DuckDB spills what does not fit.
+5. tool_calls, then every other statement of sql/batch/ into a table.
+
+The tables are then handed over as Polars frames to the batch's writer (run/task.py).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from batch import sql
+from batch.errors import SqlError
+from batch.formats.base import Converted
+from batch.formats.claude_code import converter as present
+from batch.formats.claude_code import narrow as present_narrow
+from batch.formats.claude_code import pass2
+from batch.formats.lines import LINE_TOO_LONG, LineChunks
+from batch.schema import TABLES_BY_NAME
+from batch.sources.base import Stream
+from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
+
+# the columns of the observations' keys and of what foreign files, versions and the sidechain split read
+_OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
+
+
+@dataclass
+class _Narrowed:
+    """What the manifest's entries of the files read take from the narrow stage (`present._inputs`)."""
+
+    foreign: pl.Series
+    versions: dict[int, list[str]]
+    blank_counts: dict[int, int]
+
+
+def convert(
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+) -> Converted:
+    """Convert the Claude Code streams of one batch into frames of the output and work tables, as
+    `formats.claude_code.convert` does."""
+    reader = LineChunks(files, hasher)
+    sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
+    files_frame = present.streams_frame(files)
+    sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
+    _load(con, reader)
+    _observe(con, sql.max_line(con))
+    narrowed, files_frame = _narrow(con, reader.failed, files_frame)
+    _fold(con, files_frame, narrowed.foreign, files)
+    tables = {name: con.table(name).pl() for name in ("number_faults", "source_lines", "rejects")}
+    tables["records"] = con.sql(f"select {_names('records')} from records_full").pl()
+    tables["parts"] = con.sql(f"select {_names('parts')} from batch_parts").pl()
+    tables["tool_calls"] = con.table("batch_tool_calls").pl()
+    per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
+    _statements(con, tables)
+    inputs, skipped = present._inputs(files, reader, narrowed, per_file)
+    return Converted(tables, inputs, skipped)
+
+
+def _names(table: str) -> str:
+    return ", ".join(f'"{n}"' for n in TABLES_BY_NAME[table].names)
+
+
+def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
+    """Append the lines of each read slice to `stage_lines`: the one hand-over of the batch's text."""
+    blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as pass 1 tells a blank line
+    rows = 0
+    con.execute(
+        "create temp table stage_lines (file_idx integer, line bigint, byte_offset bigint, byte_length bigint, "
+        "text varchar, raw blob, utf8_ok boolean, has_newline boolean, is_blank boolean, row_order bigint)"
+    )
+    for piece in reader:
+        piece = piece.with_columns(is_blank=blank, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows)
+        rows += piece.height
+        sql.register(con, "stage_piece", piece)
+        con.execute("insert into stage_lines select * from stage_piece")
+        con.unregister("stage_piece")
+    con.execute(
+        "create temp table line_counts as select file_idx, count(*) filter (not is_blank) as lines, "
+        "count(*) filter (is_blank) as blank_lines from stage_lines group by file_idx"
+    )
+
+
+def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: bool) -> None:
+    """Decode the envelope of each object of the relation `objects` (obj_idx, file_idx, line, sub,
+    json, row_order) with sql/batch/observations.sql, and classify it (sql/stage/classify.sql), into
+    the table `into` (created, or appended to): the observations' columns, the object's text as `json`,
+    `sidechain_root` (null: the sidechain split sets it), the classification, and `row_order`. The
+    objects that are not one JSON object are left out."""
+    con.execute(f"create or replace temp view batch_objects as select {_OBJECT_COLUMNS} from {objects}")
+    con.execute(
+        "create or replace temp view observed as "
+        f"select o.* exclude (obj_idx, is_object), b.json, null::varchar as sidechain_root, b.row_order "
+        f"from ({sql.load('observations')}) as o join {objects} as b using (obj_idx) where o.is_object"
+    )
+    body = sql.load("classify")
+    try:
+        con.execute(f"create temp table {into} as {body}" if create else f"insert into {into} {body}")
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/batch/observations.sql or sql/stage/classify.sql failed: {exc}") from exc
+    con.execute("drop view observed")
+    con.execute("drop view batch_objects")
+
+
+def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
+    """Decode every non-blank line (`observations`), recover the lines that are not one object, and
+    gather the rejects (`batch_rejects`)."""
+    too_long = "false" if max_line is None else f"byte_length > {int(max_line)}"
+    con.execute(
+        "create or replace temp view line_objects as select row_order as obj_idx, file_idx, line, null::bigint as sub, "
+        f"text as json, row_order from stage_lines where not is_blank and not ({too_long})"
+    )
+    _decode(con, "line_objects", "observations", create=True)
+    # the lines that are not one JSON object, few: recovered in Python, line by line (`}{` lines)
+    not_objects = con.sql(
+        f"select file_idx, line, text, has_newline from stage_lines where not is_blank and not ({too_long}) "
+        "and row_order not in (select row_order from observations) order by row_order"
+    ).pl()
+    con.execute("drop view line_objects")
+    objects, rejects = recover(not_objects)
+    if max_line is not None:
+        rejects = pl.concat([rejects, con.sql(
+            f"select file_idx, line, '{LINE_TOO_LONG}' as reason, 'a line of ' || byte_length || ' bytes needs more "
+            f"memory than this run may use (--memory-mb)' as detail from stage_lines where not is_blank and {too_long}"
+        ).pl().cast(REJECT_SCHEMA)]).sort("file_idx", "line")
+    sql.register(con, "batch_rejects", rejects.cast(REJECT_SCHEMA))
+    con.execute("create temp table stage_rejects as select * from batch_rejects")
+    con.unregister("batch_rejects")
+    if not objects.is_empty():
+        _add_objects(con, objects.cast(OBJECT_SCHEMA))
+
+
+def _add_objects(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> None:
+    """Decode and classify `objects` (OBJECT_SCHEMA) into `observations`, after its rows."""
+    after = con.sql("select coalesce(max(row_order), -1) + 1 from (select row_order from observations "
+                    "union all select row_order from stage_lines)").fetchall()[0][0]
+    numbered = objects.with_columns(row_order=pl.int_range(pl.len(), dtype=pl.Int64) + after)
+    sql.register(con, "stage_objects", numbered.with_columns(obj_idx=pl.col("row_order")))
+    _decode(con, "stage_objects", "observations", create=False)
+    con.unregister("stage_objects")
+
+
+def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.DataFrame) -> tuple[_Narrowed, pl.DataFrame]:
+    """Foreign files, versions, the rebuilt subagents, the sidechain split and `ord`, then the
+    statements that relate the observations (formats/claude_code/narrow.py `run`)."""
+    if failed:  # a stream that failed to be read to its end is as if it could not be read at all
+        listed = ", ".join(str(int(i)) for i in failed)
+        for table in ("stage_lines", "observations", "stage_rejects", "line_counts"):
+            con.execute(f"delete from {table} where file_idx in ({listed})")
+    versions = {
+        file_idx: found
+        for file_idx, found in con.sql(
+            "select file_idx, list(version order by first) from (select file_idx, version, min(row_order) as first "
+            "from observations where version is not null group by all) group by file_idx"
+        ).fetchall()
+    }
+    for file_idx in con.sql("select distinct file_idx from observations").fetchall():
+        versions.setdefault(file_idx[0], [])
+    blank_counts = dict(con.sql("select file_idx, blank_lines from line_counts").fetchall())
+    # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
+    foreign = con.sql(
+        "select file_idx from line_counts where lines > 1 and file_idx not in "
+        "(select file_idx from observations where native_type is not null) order by file_idx"
+    ).pl().get_column("file_idx")
+    files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
+    if not foreign.is_empty():
+        listed = ", ".join(str(int(i)) for i in foreign)
+        for table in ("observations", "stage_rejects"):
+            con.execute(f"delete from {table} where file_idx in ({listed})")
+    sql.register(con, "batch_files", files_frame)
+    files_frame = _rebuild_from_progress(con, files_frame)
+    _split_sidechains(con)
+    # ord: the position in the batch, by (file_rank, file_idx, line, sub; a null sub first), rows with
+    # equal keys in the order they were decoded (narrow.py `_ordered`)
+    con.execute(
+        "create temp table classified as select * exclude (row_order), row_number() over "
+        "(order by file_rank, file_idx, line, sub nulls first, row_order) as ord from observations"
+    )
+    con.execute("drop table observations")
+    con.execute("create or replace temp view narrow_observations as select * from classified")
+    sql.materialize(con, "observation_index")
+    sql.view(con, "observation_keys")
+    sql.materialize(con, "record_table")
+    sql.materialize(con, "call_pairs")
+    con.execute("drop view narrow_observations")
+    return _Narrowed(foreign, versions, blank_counts), files_frame
+
+
+def _rebuild_from_progress(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame) -> pl.DataFrame:
+    """Rebuild the subagent streams whose transcript is absent from their agent_progress copies, as
+    virtual files (narrow.py `_rebuild_from_progress`): their objects are decoded into `observations`."""
+    con.execute("create or replace temp view observations_read as select * from observations")
+    body = sql.load("progress_copies").replace("from observations", "from observations_read")
+    copies = con.sql(body).pl()
+    con.execute("drop view observations_read")
+    if copies.is_empty():
+        return files_frame
+    files_frame, objects = present_narrow.virtual_files(copies, files_frame)
+    sql.register(con, "batch_files", files_frame)
+    _add_objects(con, objects)
+    return files_frame
+
+
+def _split_sidechains(con: duckdb.DuckDBPyConnection) -> None:
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root (sql/batch/sidechain_roots.sql)."""
+    con.execute("create or replace temp view narrow_observations as select * from observations")
+    sql.materialize(con, "sidechain_roots")
+    con.execute("drop view narrow_observations")
+    con.execute(
+        "update observations as o set session_key = o.session_key || '/sidechain-' || r.root_uuid, "
+        "stream_kind = 'sidechain', sidechain_root = r.root_uuid from sidechain_roots as r "
+        "where o.file_idx = r.file_idx and o.line = r.line and o.sub is not distinct from r.sub"
+    )
+    con.execute("drop table sidechain_roots")
+
+
+def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl.Series, files: list[Stream]) -> None:
+    """number_faults, records_full with its texts, parts, source lines, rejects and tool calls over the
+    whole batch (pass2.py `run`, in one chunk), each a table of the same name."""
+    con.execute(
+        "create or replace temp view batch_lines as select file_idx, line, byte_offset, byte_length, text, raw, "
+        "utf8_ok, has_newline from stage_lines where not is_blank"
+    )
+    con.execute("create or replace temp view batch_rejects as select * from stage_rejects")
+    sql.materialize(con, "number_faults")
+    # the texts records_full and source_lines_out name by ord (pass2.py `_gathered`)
+    sql.materialize(con, "records_full")
+    con.execute("alter table records_full rename to records_ords")
+    con.execute(
+        "create temp table records_full as select r.* exclude (native_ord, tool_use_result_ord), "
+        "n.json as native, t.tool_use_result from records_ords as r "
+        "left join classified as n on n.ord = r.native_ord left join classified as t on t.ord = r.tool_use_result_ord "
+        f"order by {', '.join(pass2.RECORDS_ORDER)}"
+    )
+    con.execute("drop table records_ords")
+    con.execute("create or replace temp view batch_part_records as select record_id from records_full")
+    sql.materialize(con, "parts")
+    con.execute("alter table parts rename to batch_parts")
+    sql.materialize(con, "source_lines_out")
+    con.execute(
+        "create temp table source_lines as select s.* exclude (native_ord), c.json as native "
+        "from source_lines_out as s left join classified as c on c.ord = s.native_ord "
+        f"order by {', '.join(sql.sorted_by('source_lines_out'))}"
+    )
+    con.execute("drop table source_lines_out")
+    con.execute("create or replace temp view batch_source_lines as select * from source_lines")
+    # rejects: the rejected lines and each foreign file, from a few lines' text
+    lines = con.sql(
+        "select * exclude (is_blank, row_order) from stage_lines where not is_blank "
+        "and (line = 1 or (file_idx, line) in (select (file_idx, line) from stage_rejects))"
+    ).pl()
+    rejects = con.table("stage_rejects").pl()
+    sql.register(con, "rejects_frame", pass2._rejects_out(lines, rejects, files_frame, foreign, files))
+    con.execute("create temp table rejects as select * from rejects_frame")
+    con.unregister("rejects_frame")
+    # message.content is read by records_full and parts alone; compact summaries keep it (compactions.sql)
+    con.execute("alter table classified rename to classified_full")
+    con.execute(
+        "create or replace temp view classified as select * exclude (content), "
+        "case when is_compact_summary then content end as summary_content from classified_full"
+    )
+    _tool_calls(con)
+
+
+def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
+    """sql/batch/tool_calls.sql with the JSON texts it names: a model call's input (its block in parts)
+    and its result's toolUseResult (its record), as pass2.py `tool_calls` attaches them."""
+    sql.materialize(con, "tool_calls")
+    names = [n for n, in con.sql("select column_name from (describe tool_calls)").fetchall() if n != "call_part_index"]
+    shown = ", ".join(
+        {"input": "coalesce(c.input, p.tool_input) as input",
+         "result_native": "coalesce(c.result_native, r.tool_use_result) as result_native"}.get(n, f'c."{n}"')
+        for n in names
+    )
+    con.execute(
+        "create temp table batch_tool_calls as select " + shown + " from "
+        "(select *, rowid as call_row from tool_calls) as c "
+        "left join batch_parts as p on p.session_key = c.session_key and p.record_id = c.call_record_id "
+        "and p.part_index = c.call_part_index "
+        "left join records_full as r on r.session_key = c.session_key and r.record_id = c.result_record_id "
+        "order by c.call_row"
+    )
+    con.execute("drop table tool_calls")
+
+
+def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, pl.DataFrame]) -> None:
+    """Add to `tables` the batch's output and work tables that the other sql/batch/ statements build,
+    each run into a table."""
+    sql_files = set(sql.names())
+    targets = [name for name in present.BATCH_OUTPUTS if name not in tables and name in sql_files]
+    for name in sql.order(targets, given=sql.defined(con)):
+        sql.materialize(con, name)
+        if name in targets:
+            tables[name] = con.table(name).pl()
