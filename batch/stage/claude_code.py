@@ -39,6 +39,8 @@ from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
 # the columns of the observations' keys and of what foreign files, versions and the sidechain split read
 _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
+# where sql/batch/observations.sql selects the object's index, after which the stage keeps its text
+_DECODE_INDEX = "        d.obj_idx,"
 
 
 @dataclass
@@ -99,21 +101,31 @@ def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
 
 def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: bool) -> None:
     """Decode the envelope of each object of the relation `objects` (obj_idx, file_idx, line, sub,
-    json, row_order) with sql/batch/observations.sql, and classify it (sql/stage/classify.sql), into
-    the table `into` (created, or appended to): the observations' columns, the object's text as `json`,
-    `sidechain_root` (null: the sidechain split sets it), the classification, and `row_order`. The
-    objects that are not one JSON object are left out."""
+    json; obj_idx numbers it in read order) with sql/batch/observations.sql, and classify it
+    (sql/stage/classify.sql), into the table `into` (created, or appended to): the observations'
+    columns, the object's text as `json`, `sidechain_root` (null: the sidechain split sets it),
+    `row_order` (obj_idx) and the classification. The objects that are not one JSON object are left
+    out, after the decode: a filter on it would be pushed below it and parse every text twice."""
+    # the decode's own row keeps the object's text: no join brings it back
+    decode = sql.load("observations")
+    if decode.count(_DECODE_INDEX) != 1:
+        raise SqlError(f"sql/batch/observations.sql no longer selects `{_DECODE_INDEX.strip()}` once; update batch/stage/claude_code.py.")
     con.execute(f"create or replace temp view batch_objects as select {_OBJECT_COLUMNS} from {objects}")
     con.execute(
         "create or replace temp view observed as "
-        f"select o.* exclude (obj_idx, is_object), b.json, null::varchar as sidechain_root, b.row_order "
-        f"from ({sql.load('observations')}) as o join {objects} as b using (obj_idx) where o.is_object"
+        "select * exclude (obj_idx, is_object), null::varchar as sidechain_root, obj_idx as row_order, is_object "
+        f"from ({decode.replace(_DECODE_INDEX, _DECODE_INDEX + ' d.json,')})"
     )
-    body = sql.load("classify")
+    target = into if create else "stage_added"
     try:
-        con.execute(f"create temp table {into} as {body}" if create else f"insert into {into} {body}")
+        con.execute(f"create temp table {target} as {sql.load('classify')}")
     except duckdb.Error as exc:
         raise SqlError(f"sql/batch/observations.sql or sql/stage/classify.sql failed: {exc}") from exc
+    con.execute(f"delete from {target} where not is_object")
+    con.execute(f"alter table {target} drop column is_object")
+    if not create:
+        con.execute(f"insert into {into} select * from {target}")
+        con.execute(f"drop table {target}")
     con.execute("drop view observed")
     con.execute("drop view batch_objects")
 
@@ -188,11 +200,14 @@ def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.D
     _split_sidechains(con)
     # ord: the position in the batch, by (file_rank, file_idx, line, sub; a null sub first), rows with
     # equal keys in the order they were decoded (narrow.py `_ordered`)
+    con.execute("alter table observations add column ord bigint")
     con.execute(
-        "create temp table classified as select * exclude (row_order), row_number() over "
-        "(order by file_rank, file_idx, line, sub nulls first, row_order) as ord from observations"
+        "update observations as o set ord = k.ord from (select row_order, row_number() over "
+        "(order by file_rank, file_idx, line, sub nulls first, row_order) as ord from observations) as k "
+        "where o.row_order = k.row_order"
     )
-    con.execute("drop table observations")
+    con.execute("alter table observations drop column row_order")
+    con.execute("alter table observations rename to classified")
     con.execute("create or replace temp view narrow_observations as select * from classified")
     sql.materialize(con, "observation_index")
     sql.view(con, "observation_keys")

@@ -9,10 +9,11 @@
 with obs as (
     select
         *,
-        regexp_replace(
-            coalesce(text_head, ''),
+        -- every marker starts with `<`: a head without one is tested as empty
+        case when contains(text_head, '<') then regexp_replace(
+            text_head,
             '^[\s\x{0B}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]+', ''
-        ) as marked_head,
+        ) else '' end as marked_head,
     from observed
 ),
 
