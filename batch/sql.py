@@ -188,10 +188,23 @@ def sorted_by(name: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in match.group(1).split(",") if c.strip()) if match else ()
 
 
-def _statement(name: str) -> str:
-    """The text of sql/<stage>/<name>.sql with the ORDER BY of its declared order, if any."""
+# a line the batch stage in DuckDB (batch/stage/) runs otherwise: `<line>  -- in duckdb: <its line>`
+_IN_DUCKDB = re.compile(r"^([ \t]*)(?!--)\S.*?[ \t]*--[ \t]*in duckdb:[ \t]*(.*)$", re.MULTILINE)
+
+
+def _statement(name: str, in_duckdb: bool = False) -> str:
+    """The text of sql/<stage>/<name>.sql with the ORDER BY of its declared order, if any; with
+    `in_duckdb`, as the batch stage in DuckDB runs it (`in_duckdb_text`)."""
     order = sorted_by(name)
-    return load(name) + (f"\norder by {', '.join(order)}\n" if order else "")
+    text = in_duckdb_text(load(name)) if in_duckdb else load(name)
+    return text + (f"\norder by {', '.join(order)}\n" if order else "")
+
+
+def in_duckdb_text(text: str) -> str:
+    """`text` with each line that ends in `-- in duckdb: <line>` replaced by that line (same indent):
+    where the batch stage in DuckDB, which keeps the texts in its tables, selects them instead of
+    naming them by ord for the present stage to gather (batch/stage/)."""
+    return _IN_DUCKDB.sub(lambda m: m.group(1) + m.group(2), text)
 
 
 def topological(
@@ -327,12 +340,13 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     return result.sort(order, nulls_last=True) if order else result
 
 
-def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
-    """Run sql/<stage>/<name>.sql into a temporary table of the same name (a `hold` as in `frame`)."""
+def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None, *, in_duckdb: bool = False) -> None:
+    """Run sql/<stage>/<name>.sql into a temporary table of the same name (a `hold` as in `frame`;
+    `in_duckdb`: as the batch stage in DuckDB runs it, `in_duckdb_text`)."""
     if held(name):
         hold()
     try:
-        con.execute(f'create or replace temp table "{name}" as\n' + _statement(name), params or {})
+        con.execute(f'create or replace temp table "{name}" as\n' + _statement(name, in_duckdb), params or {})
     except duckdb.Error as exc:
         raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
 

@@ -39,8 +39,6 @@ from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
 # the columns of the observations' keys and of what foreign files, versions and the sidechain split read
 _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
-# where sql/batch/observations.sql selects the object's index, after which the stage keeps its text
-_DECODE_INDEX = "        d.obj_idx,"
 
 
 @dataclass
@@ -106,15 +104,11 @@ def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: 
     columns, the object's text as `json`, `sidechain_root` (null: the sidechain split sets it),
     `row_order` (obj_idx) and the classification. The objects that are not one JSON object are left
     out, after the decode: a filter on it would be pushed below it and parse every text twice."""
-    # the decode's own row keeps the object's text: no join brings it back
-    decode = sql.load("observations")
-    if decode.count(_DECODE_INDEX) != 1:
-        raise SqlError(f"sql/batch/observations.sql no longer selects `{_DECODE_INDEX.strip()}` once; update batch/stage/claude_code.py.")
     con.execute(f"create or replace temp view batch_objects as select {_OBJECT_COLUMNS} from {objects}")
     con.execute(
         "create or replace temp view observed as "
         "select * exclude (obj_idx, is_object), null::varchar as sidechain_root, obj_idx as row_order, is_object "
-        f"from ({decode.replace(_DECODE_INDEX, _DECODE_INDEX + ' d.json,')})"
+        f"from ({sql.in_duckdb_text(sql.load('observations'))})"
     )
     target = into if create else "stage_added"
     try:
@@ -209,10 +203,10 @@ def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.D
     con.execute("alter table observations drop column row_order")
     con.execute("alter table observations rename to classified")
     con.execute("create or replace temp view narrow_observations as select * from classified")
-    sql.materialize(con, "observation_index")
+    sql.materialize(con, "observation_index", in_duckdb=True)
     sql.view(con, "observation_keys")
-    sql.materialize(con, "record_table")
-    sql.materialize(con, "call_pairs")
+    sql.materialize(con, "record_table", in_duckdb=True)
+    sql.materialize(con, "call_pairs", in_duckdb=True)
     con.execute("drop view narrow_observations")
     return _Narrowed(foreign, versions, blank_counts), files_frame
 
@@ -235,7 +229,7 @@ def _rebuild_from_progress(con: duckdb.DuckDBPyConnection, files_frame: pl.DataF
 def _split_sidechains(con: duckdb.DuckDBPyConnection) -> None:
     """Move inline 1.0.x sidechain objects into one stream per sidechain root (sql/batch/sidechain_roots.sql)."""
     con.execute("create or replace temp view narrow_observations as select * from observations")
-    sql.materialize(con, "sidechain_roots")
+    sql.materialize(con, "sidechain_roots", in_duckdb=True)
     con.execute("drop view narrow_observations")
     con.execute(
         "update observations as o set session_key = o.session_key || '/sidechain-' || r.root_uuid, "
@@ -253,27 +247,13 @@ def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl
         "utf8_ok, has_newline from stage_lines where not is_blank"
     )
     con.execute("create or replace temp view batch_rejects as select * from stage_rejects")
-    sql.materialize(con, "number_faults")
-    # the texts records_full and source_lines_out name by ord (pass2.py `_gathered`)
-    sql.materialize(con, "records_full")
-    con.execute("alter table records_full rename to records_ords")
-    con.execute(
-        "create temp table records_full as select r.* exclude (native_ord, tool_use_result_ord), "
-        "n.json as native, t.tool_use_result from records_ords as r "
-        "left join classified as n on n.ord = r.native_ord left join classified as t on t.ord = r.tool_use_result_ord "
-        f"order by {', '.join(pass2.RECORDS_ORDER)}"
-    )
-    con.execute("drop table records_ords")
+    sql.materialize(con, "number_faults", in_duckdb=True)
+    sql.materialize(con, "records_full", in_duckdb=True)  # with its texts (`-- in duckdb:` lines)
     con.execute("create or replace temp view batch_part_records as select record_id from records_full")
-    sql.materialize(con, "parts")
+    sql.materialize(con, "parts", in_duckdb=True)
     con.execute("alter table parts rename to batch_parts")
-    sql.materialize(con, "source_lines_out")
-    con.execute(
-        "create temp table source_lines as select s.* exclude (native_ord), c.json as native "
-        "from source_lines_out as s left join classified as c on c.ord = s.native_ord "
-        f"order by {', '.join(sql.sorted_by('source_lines_out'))}"
-    )
-    con.execute("drop table source_lines_out")
+    sql.materialize(con, "source_lines_out", in_duckdb=True)
+    con.execute("alter table source_lines_out rename to source_lines")
     con.execute("create or replace temp view batch_source_lines as select * from source_lines")
     # rejects: the rejected lines and each foreign file, from a few lines' text
     lines = con.sql(
@@ -296,7 +276,7 @@ def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl
 def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
     """sql/batch/tool_calls.sql with the JSON texts it names: a model call's input (its block in parts)
     and its result's toolUseResult (its record), as pass2.py `tool_calls` attaches them."""
-    sql.materialize(con, "tool_calls")
+    sql.materialize(con, "tool_calls", in_duckdb=True)
     names = [n for n, in con.sql("select column_name from (describe tool_calls)").fetchall() if n != "call_part_index"]
     shown = ", ".join(
         {"input": "coalesce(c.input, p.tool_input) as input",
@@ -320,6 +300,6 @@ def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, pl.DataFrame])
     sql_files = set(sql.names())
     targets = [name for name in present.BATCH_OUTPUTS if name not in tables and name in sql_files]
     for name in sql.order(targets, given=sql.defined(con)):
-        sql.materialize(con, name)
+        sql.materialize(con, name, in_duckdb=True)
         if name in targets:
             tables[name] = con.table(name).pl()

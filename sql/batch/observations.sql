@@ -255,7 +255,7 @@ final as (
                 then json_merge_patch(d.json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')::varchar
             else d.json
         end) as json_hash,
-        d.obj_idx,
+        d.obj_idx,  -- in duckdb: d.obj_idx, d.json,
         d.e is not null and d.is_brace as is_object,
     from counted as d
     join files as f using (file_idx)

@@ -21,7 +21,7 @@ keys as (
 
 -- the lines whose JSON records.native does not hold
 natives as (
-    select ord from observation_index where not is_representative
+    select ord from observation_index where not is_representative  -- in duckdb: select ord, c.json from observation_index join classified as c using (ord) where not is_representative
 ),
 
 -- the text of a line is read only where it is kept (bytes after the last newline): carried along
@@ -55,7 +55,7 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        n.ord as native_ord,
+        n.ord as native_ord,  -- in duckdb: n.json as native,
         case when x.reason = 'uncommitted' then x.uncommitted else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line
