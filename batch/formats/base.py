@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 import polars as pl
 
 
+@dataclass(frozen=True)
+class Relation:
+    """A table a converter left in DuckDB (the batch stage in DuckDB, batch/stage/): the name of a
+    relation on the batch's connection, written from there (run/task.py `BatchParts.add_relation`)."""
+
+    name: str
+
+
 @dataclass
 class Converted:
     """What a format made of a batch's streams."""
 
-    # output tables and work tables (batch/schema/work.py), by name: a frame, or the frames of a table
-    # read back from a store (formats/claude_code/store.py) a piece at a time
-    tables: dict[str, pl.DataFrame | Iterable[pl.DataFrame]]
+    # output tables and work tables (batch/schema/work.py), by name: a frame, the frames of a table
+    # read back from a store (formats/claude_code/store.py) a piece at a time, or a relation in DuckDB
+    tables: dict[str, pl.DataFrame | Iterable[pl.DataFrame] | Relation]
     inputs: list[dict] = field(default_factory=list)  # manifest inputs, one per stream read
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of streams that could not be read

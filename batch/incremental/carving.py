@@ -154,6 +154,17 @@ class RowsByGroup:
             distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
             self.keyed.setdefault(keys, []).append(distinct)
 
+    def add_counted(self, label: str, counted: pl.DataFrame) -> None:
+        """`add` of a part's rows given as the count (`_n`) of each distinct value of its key columns
+        (a column `no_key` alone when it has none), as the part's relation in DuckDB counts them."""
+        keys = tuple(c for c in CARVE_KEYS if c in counted.columns)
+        if counted.is_empty():
+            self.rows.setdefault(label, [0] * len(self.groups))
+        elif not keys:
+            self.told = False
+        elif self.told:
+            self.keyed.setdefault(keys, []).append(counted.with_columns(_t=pl.lit(label)))
+
     def result(self, maps: tuple[dict, dict[str, str]] | None) -> dict[str, list[int]] | None:
         """Each part's rows per group, in the order of the groups (sorted), given the group of each
         file and session (`key_owners`); None when a row's group cannot be told."""

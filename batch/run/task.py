@@ -29,10 +29,11 @@ from batch.incremental.state import InputEntries
 from batch.run.memory import Stop, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
+from batch.formats.base import Relation
 from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
-from batch.output.parts import BatchFiles, PartWriter
+from batch.output.parts import WRITE_SLICE_BYTES, BatchFiles, PartWriter
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ class Converted:
     skipped: list[tuple[str, str]]
     rows: dict[str, list[int]] | None = None
 
+
+# A table left in DuckDB is read as Arrow this many rows at a time, and written a row group each
+# RELATION_SLICE_BYTES of its rows, about as a frame's slices of text are (output/parts.py WRITE_SLICE_BYTES).
+RELATION_BATCH_ROWS = 4096
+RELATION_SLICE_BYTES = WRITE_SLICE_BYTES
 
 _STOP = Stop()  # a task run in a process of its own is stopped by ending the process
 # files are hashed on one more thread per process, shared by the batches it runs (started when first used)
@@ -149,8 +155,12 @@ def convert_on(
         for name in sorted(by_format):
             convert = in_duckdb.convert if name == claude_code.FORMAT and stage.enabled() else FORMATS[name]
             converted = convert(con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
-            # the statements are done: what the connection holds (registered frames, temporary tables
-            # and the memory DuckDB keeps for reuse) is released before the writes
+            # the tables left in DuckDB are written from there first (the statements are done: the other
+            # batches may run theirs, sql.hold); then what the connection holds (registered frames,
+            # temporary tables and the memory DuckDB keeps for reuse) is released
+            sql.unhold()
+            for table in [t for t, rows in converted.tables.items() if isinstance(rows, Relation)]:
+                parts.add_relation(con, table, converted.tables.pop(table).name)
             sql.release(con)
             for table in list(converted.tables):
                 rows = converted.tables.pop(table)  # each frame released once written
@@ -194,13 +204,45 @@ class BatchParts:
         if frame is not None:
             self._append(name, frame)
 
-    def _append(self, name: str, frame: pl.DataFrame) -> None:
+    def add_relation(self, con: duckdb.DuckDBPyConnection, name: str, relation: str) -> None:
+        """Write table `name` from the DuckDB relation `relation`: its declared columns, read as Arrow
+        a slice of rows at a time (`RELATION_SLICE_BYTES` of text, a row group each), its rows per
+        group counted in DuckDB. A piece with rows the tail holds (a null seq) goes through `add`."""
+        if name in WORK_SCHEMAS or (
+            name in ("records", "session_events")
+            and con.sql(f'select count(*) from "{relation}" where seq is null').fetchall()[0][0]
+        ):
+            self.add(name, con.sql(f'select * from "{relation}"').pl())
+            return
+        table = TABLES_BY_NAME[name]
+        columns = ", ".join(f'"{c}"' for c in table.names)
+        if name == "records":
+            self.tail.placed(con.sql(f'select session_key, max(seq) as last from "{relation}" group by all').pl())
+        keys = ", ".join(f'"{k}"' for k in carving.CARVE_KEYS if k in table.names) or "null as no_key"
+        self.rows.add_counted(name, con.sql(f'select {keys}, count(*) as _n from "{relation}" group by all').pl())
+        writer = self._writer(name)
+        pending, size = [], 0
+        with con.sql(f'select {columns} from "{relation}"').to_arrow_reader(batch_size=RELATION_BATCH_ROWS) as reader:
+            schema = reader.schema
+            for batch in reader:
+                pending.append(batch)
+                size += batch.nbytes
+                if size >= RELATION_SLICE_BYTES:
+                    writer.append(pa.Table.from_batches(pending, schema))
+                    pending, size = [], 0
+        if pending:
+            writer.append(pa.Table.from_batches(pending, schema))
+
+    def _writer(self, name: str) -> PartWriter:
         if name not in self.writers:
             table = TABLES_BY_NAME.get(name)
             if table is None or table.stage != "batch":
                 raise ValueError(f"{name} is not a table a batch writes")
             self.writers[name] = self.output.open(table, self.index)
-        self.writers[name].append(frame)
+        return self.writers[name]
+
+    def _append(self, name: str, frame: pl.DataFrame) -> None:
+        self._writer(name).append(frame)
         self.rows.add(name, frame)
 
     def close(self) -> dict[str, int]:

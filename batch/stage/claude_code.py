@@ -22,18 +22,18 @@ from __future__ import annotations
 
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from batch import sql
 from batch.errors import SqlError
-from batch.formats.base import Converted
+from batch.formats.base import Converted, Relation
 from batch.formats.claude_code import converter as present
 from batch.formats.claude_code import narrow as present_narrow
 from batch.formats.claude_code import pass2
 from batch.formats.lines import LINE_TOO_LONG, LineChunks
-from batch.schema import TABLES_BY_NAME
 from batch.sources.base import Stream
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
@@ -55,6 +55,8 @@ def convert(
 ) -> Converted:
     """Convert the Claude Code streams of one batch into frames of the output and work tables, as
     `formats.claude_code.convert` does."""
+    # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
+    Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     files_frame = present.streams_frame(files)
@@ -63,18 +65,12 @@ def convert(
     _observe(con, sql.max_line(con))
     narrowed, files_frame = _narrow(con, reader.failed, files_frame)
     _fold(con, files_frame, narrowed.foreign, files)
-    tables = {name: con.table(name).pl() for name in ("number_faults", "source_lines", "rejects")}
-    tables["records"] = con.sql(f"select {_names('records')} from records_full").pl()
-    tables["parts"] = con.sql(f"select {_names('parts')} from batch_parts").pl()
-    tables["tool_calls"] = con.table("batch_tool_calls").pl()
+    tables = {name: Relation(name) for name in ("number_faults", "source_lines", "rejects")}
+    tables.update(records=Relation("records_full"), parts=Relation("batch_parts"), tool_calls=Relation("batch_tool_calls"))
     per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
     _statements(con, tables)
     inputs, skipped = present._inputs(files, reader, narrowed, per_file)
     return Converted(tables, inputs, skipped)
-
-
-def _names(table: str) -> str:
-    return ", ".join(f'"{n}"' for n in TABLES_BY_NAME[table].names)
 
 
 def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
@@ -150,6 +146,14 @@ def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
     con.unregister("batch_rejects")
     if not objects.is_empty():
         _add_objects(con, objects.cast(OBJECT_SCHEMA))
+    # the observations hold the decoded lines' text now: the lines keep it where a later step reads
+    # it, the rejected lines and the first line of each file (a foreign file's first bytes)
+    con.execute(
+        "create temp table lines_kept as select * replace (case when line = 1 or (file_idx, line) in "
+        "(select (file_idx, line) from stage_rejects) then text end as text) from stage_lines order by row_order"
+    )
+    con.execute("drop table stage_lines")
+    con.execute("alter table lines_kept rename to stage_lines")
 
 
 def _add_objects(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> None:
@@ -248,7 +252,13 @@ def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl
     )
     con.execute("create or replace temp view batch_rejects as select * from stage_rejects")
     sql.materialize(con, "number_faults", in_duckdb=True)
-    sql.materialize(con, "records_full", in_duckdb=True)  # with its texts (`-- in duckdb:` lines)
+    sql.materialize(con, "records_full")  # its texts named by ord
+    con.execute("alter table records_full rename to records_core")
+    con.execute(
+        "create temp view records_full as select r.* exclude (native_ord, tool_use_result_ord), n.json as native, "
+        "t.tool_use_result from records_core as r left join classified as n on n.ord = r.native_ord "
+        "left join classified as t on t.ord = r.tool_use_result_ord"
+    )
     con.execute("create or replace temp view batch_part_records as select record_id from records_full")
     sql.materialize(con, "parts", in_duckdb=True)
     con.execute("alter table parts rename to batch_parts")
@@ -265,11 +275,9 @@ def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl
     con.execute("create temp table rejects as select * from rejects_frame")
     con.unregister("rejects_frame")
     # message.content is read by records_full and parts alone; compact summaries keep it (compactions.sql)
-    con.execute("alter table classified rename to classified_full")
-    con.execute(
-        "create or replace temp view classified as select * exclude (content), "
-        "case when is_compact_summary then content end as summary_content from classified_full"
-    )
+    con.execute("alter table classified add column summary_content varchar")
+    con.execute("update classified set summary_content = content where is_compact_summary")
+    con.execute("alter table classified drop column content")
     _tool_calls(con)
 
 
@@ -294,7 +302,7 @@ def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("drop table tool_calls")
 
 
-def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, pl.DataFrame]) -> None:
+def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation]) -> None:
     """Add to `tables` the batch's output and work tables that the other sql/batch/ statements build,
     each run into a table."""
     sql_files = set(sql.names())
@@ -302,4 +310,4 @@ def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, pl.DataFrame])
     for name in sql.order(targets, given=sql.defined(con)):
         sql.materialize(con, name, in_duckdb=True)
         if name in targets:
-            tables[name] = con.table(name).pl()
+            tables[name] = Relation(name)

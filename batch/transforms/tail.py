@@ -39,6 +39,11 @@ class Tail:
             return None
         return frame
 
+    def placed(self, last: pl.DataFrame) -> None:
+        """Each stream's largest seq (session_key, last) in records written without passing here."""
+        if last.height:
+            self._last.append(last)
+
     def rest(self) -> dict[str, pl.DataFrame]:
         """The rows held, numbered: each record without a seq gets its stream's last seq + its rank,
         in (source_file, source_line) order; its session_events rows take that seq."""
