@@ -333,3 +333,25 @@ def test_a_concurrent_large_statement_runs_while_another_thread_holds(monkeypatc
         release.set()
         for cached in (sql.large, sql.concurrent, sql.held, sql.sorted_by):
             cached.cache_clear()
+
+
+def test_a_line_the_stage_in_duckdb_runs_otherwise_is_replaced_there_alone():
+    text = (
+        "with a as (\n"
+        "    select o.* exclude (json)  -- in duckdb: select o.*\n"
+        "    -- a comment that names -- in duckdb: stays a comment\n"
+        "        l.ord as native_ord,\t--   in duckdb: l.json as native,\n"
+        ")\n"
+    )
+    assert sql.in_duckdb_text(text) == (
+        "with a as (\n"
+        "    select o.*\n"
+        "    -- a comment that names -- in duckdb: stays a comment\n"
+        "        l.json as native,\n"
+        ")\n"
+    )
+    # every marked line of sql/ names what it replaces in a statement the present stage runs as is
+    for name in sql.names():
+        present, in_duckdb = sql.load(name), sql.in_duckdb_text(sql.load(name))
+        assert present.count("\n") == in_duckdb.count("\n")
+        assert ("-- in duckdb:" in present) == (present != in_duckdb), name
