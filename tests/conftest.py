@@ -306,8 +306,7 @@ def assert_one_error_line(err: str, *fragments: str) -> None:
 def wide_columns() -> list[str]:
     """The text columns of `classified` that records_full.sql keeps out of its observations (its
     `exclude` list): the JSON text, message.content, the top-level content, toolUseResult, the text head."""
-    present = re.sub(r"--\s*in duckdb:.*$", "", sql.load("records_full"), flags=re.MULTILINE)  # the other stage's lines
-    lists = set(re.findall(r"exclude \(([^)]*)\)", present))
+    lists = set(re.findall(r"exclude \(([^)]*)\)", sql.load("records_full")))
     assert len(lists) == 1, lists
     return sorted(c.strip() for c in lists.pop().split(","))
 

@@ -5,17 +5,18 @@ the statements), with the batch in DuckDB tables instead of Polars frames:
 
 1. `_load`: the lines of each read slice (formats/lines.py) appended to `stage_lines`, blank lines
    marked (Polars' Unicode white space), each line numbered in read order (`row_order`).
-2. `_observe`: the envelope decode (sql/batch/observations.sql) of every line, once, into `observed`,
-   with the line's text as `json`; the lines that are not one object recovered (transforms/recover.py,
-   on those lines alone) and decoded after them; each observation classified (sql/stage/classify.sql).
+2. `_observe`: the envelope decode (sql/batch/observations.sql) of every line, once, classified
+   (sql/stage/classify.sql) into `observations`, with the line's text as `json`; the lines that are
+   not one object recovered (transforms/recover.py, on those lines alone) and decoded after them;
+   the lines then keep their text only where a later step reads it.
 3. `_narrow`: foreign files and versions, the subagents rebuilt from agent_progress copies, the inline
-   sidechains split, the observations numbered (`ord`) into `classified`, then observation_index,
+   sidechains split, the observations numbered (`ord`) and named `classified`, then observation_index,
    observation_keys, record_table and call_pairs.
-4. `_fold`: number_faults, records_full, parts, source lines and rejects over the whole batch: no
-   chunks, since DuckDB spills what does not fit.
-5. tool_calls, then every other statement of sql/batch/ into a table.
+4. `_fold`: number_faults, records_full (a view: its texts are the observations'), parts, source
+   lines, rejects and tool calls over the whole batch: no chunks, since DuckDB spills what does not fit.
+5. `_statements`: every other statement of sql/batch/, each into a table.
 
-The tables are then handed over as Polars frames to the batch's writer (run/task.py).
+Each table is handed to the batch's writer as a `Relation` (run/task.py `BatchParts.add_relation`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from batch.formats.lines import LINE_TOO_LONG, LineChunks
 from batch.sources.base import Stream
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
-# the columns of the observations' keys and of what foreign files, versions and the sidechain split read
+# what sql/batch/observations.sql reads of each object (`batch_objects`)
 _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 
@@ -53,8 +54,8 @@ class _Narrowed:
 def convert(
     con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
 ) -> Converted:
-    """Convert the Claude Code streams of one batch into frames of the output and work tables, as
-    `formats.claude_code.convert` does."""
+    """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
+    tables on `con`, as `formats.claude_code.convert` converts them into frames."""
     # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
     Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
@@ -122,7 +123,7 @@ def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: 
 
 def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
     """Decode every non-blank line (`observations`), recover the lines that are not one object, and
-    gather the rejects (`batch_rejects`)."""
+    gather the rejects (`stage_rejects`)."""
     too_long = "false" if max_line is None else f"byte_length > {int(max_line)}"
     con.execute(
         "create or replace temp view line_objects as select row_order as obj_idx, file_idx, line, null::bigint as sub, "

@@ -9,16 +9,15 @@
 -- result: large
 -- hold: until release
 -- the wide text columns stay out of these two: the native JSON (of the latest observation) and
--- toolUseResult (of the first) are named by ord and joined from `classified` by the pipeline (the
--- batch stage in DuckDB selects them here instead: batch/sql.py, in_duckdb_text)
+-- toolUseResult (of the first) are named by ord and joined from `classified` by the pipeline
 with first_obs as (
-    select o.* exclude (json, content, top_content, text_head, tool_use_result)  -- in duckdb: select o.* exclude (json, content, top_content, text_head)
+    select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
     join record_table as e on o.ord = e.first_ord
 ),
 
 last_obs as (
-    select o.* exclude (json, content, top_content, text_head, tool_use_result)  -- in duckdb: select o.* exclude (content, top_content, text_head, tool_use_result)
+    select o.* exclude (json, content, top_content, text_head, tool_use_result)
     from observation_keys as o
     join record_table as e on o.ord = e.last_ord
 ),
@@ -79,7 +78,7 @@ joined as (
         f.cwd,
         f.git_branch,
         l.version,
-        l.ord as native_ord,  -- in duckdb: l.json as native,
+        l.ord as native_ord,
         -- usage of the latest observation
         l.stop_reason,
         l.has_usage and not l.is_synthetic as has_usage,
@@ -94,7 +93,7 @@ joined as (
         l.source_file as usage_source_file,
         l.line as usage_source_line,
         f.live_count as line_count,
-        f.ord as tool_use_result_ord,  -- in duckdb: f.tool_use_result,
+        f.ord as tool_use_result_ord,
         f.tool_use_id,
         f.parent_tool_use_id,
         f.progress_agent_id,
