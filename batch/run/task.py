@@ -23,17 +23,17 @@ import pyarrow as pa
 
 from batch import reuse, sql, stage
 from batch.formats import claude_code
-from batch.stage import claude_code as in_duckdb  # the batch stage in DuckDB, behind its switch
+from batch.formats.base import Relation
 from batch.incremental import carving
 from batch.incremental.state import InputEntries
 from batch.run.memory import Stop, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.formats.base import Relation
 from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
 from batch.output.parts import WRITE_SLICE_BYTES, BatchFiles, PartWriter
+from batch.stage import claude_code as in_duckdb  # the batch stage in DuckDB, behind its switch
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Converted:
 
 
 # A table left in DuckDB is read as Arrow this many rows at a time, and written a row group each
-# RELATION_SLICE_BYTES of its rows, about as a frame's slices of text are (output/parts.py WRITE_SLICE_BYTES).
+# RELATION_SLICE_BYTES of Arrow data, about as a frame's slices of text are (output/parts.py WRITE_SLICE_BYTES).
 RELATION_BATCH_ROWS = 4096
 RELATION_SLICE_BYTES = WRITE_SLICE_BYTES
 
@@ -206,8 +206,9 @@ class BatchParts:
 
     def add_relation(self, con: duckdb.DuckDBPyConnection, name: str, relation: str) -> None:
         """Write table `name` from the DuckDB relation `relation`: its declared columns, read as Arrow
-        a slice of rows at a time (`RELATION_SLICE_BYTES` of text, a row group each), its rows per
-        group counted in DuckDB. A piece with rows the tail holds (a null seq) goes through `add`."""
+        `RELATION_BATCH_ROWS` rows at a time and written a row group each `RELATION_SLICE_BYTES` of
+        them, its rows per group counted in DuckDB. A work table, or a table with rows the tail holds
+        (a null seq), goes through `add` as a frame."""
         if name in WORK_SCHEMAS or (
             name in ("records", "session_events")
             and con.sql(f'select count(*) from "{relation}" where seq is null').fetchall()[0][0]
