@@ -33,8 +33,8 @@ from batch.errors import SqlError
 from batch.formats.base import Converted, Relation
 from batch.formats.claude_code import converter as present
 from batch.formats.claude_code import narrow as present_narrow
-from batch.formats.claude_code import pass2
-from batch.formats.lines import LINE_TOO_LONG, LineChunks
+from batch.formats.claude_code import pass1, pass2
+from batch.formats.lines import LineChunks
 from batch.sources.base import Stream
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
@@ -76,14 +76,13 @@ def convert(
 
 def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
     """Append the lines of each read slice to `stage_lines`: the one hand-over of the batch's text."""
-    blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as pass 1 tells a blank line
     rows = 0
     con.execute(
         "create temp table stage_lines (file_idx integer, line bigint, byte_offset bigint, byte_length bigint, "
         "text varchar, raw blob, utf8_ok boolean, has_newline boolean, is_blank boolean, row_order bigint)"
     )
     for piece in reader:
-        piece = piece.with_columns(is_blank=blank, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows)
+        piece = piece.with_columns(is_blank=pass1.BLANK, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows)
         rows += piece.height
         sql.register(con, "stage_piece", piece)
         con.execute("insert into stage_lines select * from stage_piece")
@@ -138,10 +137,9 @@ def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
     con.execute("drop view line_objects")
     objects, rejects = recover(not_objects)
     if max_line is not None:
-        rejects = pl.concat([rejects, con.sql(
-            f"select file_idx, line, '{LINE_TOO_LONG}' as reason, 'a line of ' || byte_length || ' bytes needs more "
-            f"memory than this run may use (--memory-mb)' as detail from stage_lines where not is_blank and {too_long}"
-        ).pl().cast(REJECT_SCHEMA)]).sort("file_idx", "line")
+        rejects = pl.concat([rejects, pass1.too_long_rejects(con.sql(
+            f"select file_idx, line, byte_length from stage_lines where not is_blank and {too_long}"
+        ).pl())]).sort("file_idx", "line")
     sql.register(con, "batch_rejects", rejects.cast(REJECT_SCHEMA))
     con.execute("create temp table stage_rejects as select * from batch_rejects")
     con.unregister("batch_rejects")
@@ -174,15 +172,11 @@ def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.D
         listed = ", ".join(str(int(i)) for i in failed)
         for table in ("stage_lines", "observations", "stage_rejects", "line_counts"):
             con.execute(f"delete from {table} where file_idx in ({listed})")
-    versions = {
-        file_idx: found
-        for file_idx, found in con.sql(
-            "select file_idx, list(version order by first) from (select file_idx, version, min(row_order) as first "
-            "from observations where version is not null group by all) group by file_idx"
-        ).fetchall()
-    }
-    for file_idx in con.sql("select distinct file_idx from observations").fetchall():
-        versions.setdefault(file_idx[0], [])
+    # per file, the versions its lines name, in the order they first appear
+    versions = dict(con.sql(
+        "select file_idx, coalesce(list(version order by first) filter (where version is not null), []) "
+        "from (select file_idx, version, min(row_order) as first from observations group by all) group by file_idx"
+    ).fetchall())
     blank_counts = dict(con.sql("select file_idx, blank_lines from line_counts").fetchall())
     # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
     foreign = con.sql(
@@ -219,10 +213,7 @@ def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.D
 def _rebuild_from_progress(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame) -> pl.DataFrame:
     """Rebuild the subagent streams whose transcript is absent from their agent_progress copies, as
     virtual files (narrow.py `_rebuild_from_progress`): their objects are decoded into `observations`."""
-    con.execute("create or replace temp view observations_read as select * from observations")
-    body = sql.load("progress_copies").replace("from observations", "from observations_read")
-    copies = con.sql(body).pl()
-    con.execute("drop view observations_read")
+    copies = sql.frame(con, "progress_copies")
     if copies.is_empty():
         return files_frame
     files_frame, objects = present_narrow.virtual_files(copies, files_frame)

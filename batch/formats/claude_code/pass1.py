@@ -52,6 +52,19 @@ NARROW_COLUMNS = (
 )
 
 
+# A blank line: Unicode White_Space alone, as str.strip_chars tells it, without a stripped copy.
+BLANK = pl.col("text").str.contains(r"^\s*$")
+
+
+def too_long_rejects(lines: pl.DataFrame) -> pl.DataFrame:
+    """The rejects (REJECT_SCHEMA) of `lines` (file_idx, line, byte_length) rejected undecoded: longer
+    than a batch converted again after running out of memory may decode."""
+    return lines.select(
+        "file_idx", "line", reason=pl.lit(LINE_TOO_LONG),
+        detail=pl.format("a line of {} bytes needs more memory than this run may use (--memory-mb)", pl.col("byte_length")),
+    ).cast(REJECT_SCHEMA)
+
+
 @dataclass
 class Decoded:
     """Pass 1's frames of a batch (see decode). The narrow stage takes `observations` and `narrow`
@@ -83,7 +96,7 @@ def decode(
     (store_wide) and no wide frame is returned (None); the narrow frame then also holds each row's
     `wide_row` there. The lines keep their text only where a later step reads it: the rejected
     lines, and the first line of each file (a foreign file's first bytes)."""
-    blank = pl.col("text").str.contains(r"^\s*$")  # Unicode White_Space, as str.strip_chars, without a stripped copy
+    blank = BLANK
     lines, counts, rejects, observed, recovered = [], [], [], [], []
 
     max_line = sql.max_line(con)  # a batch converted again after running out of memory
@@ -105,11 +118,7 @@ def decode(
         not_objects = read.filter(~pl.int_range(pl.len(), dtype=pl.UInt32).is_in(decoded.get_column("obj_idx").implode()))
         objects, chunk_rejects = recover(not_objects.select("file_idx", "line", "text", "has_newline"))
         if max_line is not None:
-            chunk_rejects = pl.concat([chunk_rejects, chunk.filter(too_long).select(
-                "file_idx", "line", reason=pl.lit(LINE_TOO_LONG),
-                detail=pl.format("a line of {} bytes needs more memory than this run may use (--memory-mb)",
-                                 pl.col("byte_length")),
-            ).cast(REJECT_SCHEMA)]).sort("file_idx", "line")
+            chunk_rejects = pl.concat([chunk_rejects, too_long_rejects(chunk.filter(too_long))]).sort("file_idx", "line")
         classified = classified_of(decoded.drop("obj_idx"))
         observed.append(classified if store is None else store_wide(store, classified))
         if not objects.is_empty():
