@@ -15,6 +15,7 @@ from __future__ import annotations
 import pickle
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -153,8 +154,11 @@ def convert_on(
     parts = BatchParts(output, index, sorted(groups))
     try:
         for name in sorted(by_format):
-            convert = in_duckdb.convert if name == claude_code.FORMAT and stage.enabled() else FORMATS[name]
-            converted = convert(con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+            if name == claude_code.FORMAT and stage.enabled():
+                converted = in_duckdb.convert(con, by_format[name], tool_result_files=tool_result_files, hasher=hasher,
+                                              write=partial(parts.add_relation, con))
+            else:
+                converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
             # the tables left in DuckDB are written from there first (the statements are done: the other
             # batches may run theirs, sql.hold); then what the connection holds (registered frames,
             # temporary tables and the memory DuckDB keeps for reuse) is released

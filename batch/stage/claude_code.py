@@ -14,13 +14,17 @@ the statements), with the batch in DuckDB tables instead of Polars frames:
    observation_keys, record_table and call_pairs.
 4. `_fold`: number_faults, records_full (a view: its texts are the observations'), parts, source
    lines, rejects and tool calls over the whole batch: no chunks, since DuckDB spills what does not fit.
-5. `_statements`: every other statement of sql/batch/, each into a table.
+5. `_statements`: every other statement of sql/batch/, each into a table, beside another batch's
+   statements (the hold of the largest ones, sql.hold, ends here); after each, the tables no later
+   statement reads are let go of: an output table written, any other dropped.
 
-Each table is handed to the batch's writer as a `Relation` (run/task.py `BatchParts.add_relation`).
+Each table is handed to the batch's writer as a `Relation` (run/task.py `BatchParts.add_relation`):
+as soon as no later statement reads it, or after the last one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +42,16 @@ from batch.formats.lines import LineChunks
 from batch.sources.base import Stream
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
+# the tables each view of the stage reads (a view is read as long as they are held)
+_VIEWS = {
+    "records_full": ("records_core", "classified"),
+    "batch_part_records": ("records_core", "classified"),
+    "observation_keys": ("classified", "observation_index"),
+    "batch_source_lines": ("source_lines",),
+    "batch_lines": ("stage_lines",),
+    "batch_rejects": ("stage_rejects",),
+}
+
 # what sql/batch/observations.sql reads of each object (`batch_objects`)
 _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
@@ -52,10 +66,13 @@ class _Narrowed:
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None,
+    write: Callable[[str, str], None] | None = None,
 ) -> Converted:
     """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
-    tables on `con`, as `formats.claude_code.convert` converts them into frames."""
+    tables on `con`, as `formats.claude_code.convert` converts them into frames. With `write(table,
+    relation)`, each table is written as soon as no later statement reads it, and dropped (the
+    relations returned are those left to write)."""
     # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
     Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
@@ -69,7 +86,7 @@ def convert(
     tables = {name: Relation(name) for name in ("number_faults", "source_lines", "rejects")}
     tables.update(records=Relation("records_full"), parts=Relation("batch_parts"), tool_calls=Relation("batch_tool_calls"))
     per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
-    _statements(con, tables)
+    _statements(con, tables, write)
     inputs, skipped = present._inputs(files, reader, narrowed, per_file)
     return Converted(tables, inputs, skipped)
 
@@ -294,12 +311,36 @@ def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("drop table tool_calls")
 
 
-def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation]) -> None:
+def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation], write: Callable[[str, str], None] | None) -> None:
     """Add to `tables` the batch's output and work tables that the other sql/batch/ statements build,
-    each run into a table."""
+    each run into a table. After each statement, the tables no later one reads are let go of: an
+    output table written (with `write`; else left in `tables`), any other dropped."""
     sql_files = set(sql.names())
     targets = [name for name in present.BATCH_OUTPUTS if name not in tables and name in sql_files]
-    for name in sql.order(targets, given=sql.defined(con)):
+    steps = sql.order(targets, given=sql.defined(con))
+    last = {}  # each table: the last step that reads it
+    for i, name in enumerate(steps):
+        for read in sql.reads(name):
+            last.update(dict.fromkeys(_VIEWS.get(read, (read,)), i))
+    held = {n for n, in con.sql("select table_name from duckdb_tables() where temporary").fetchall()}
+
+    def let_go(done: int) -> None:
+        for table, relation in list(tables.items()):
+            if write is not None and all(last.get(t, -1) <= done for t in _VIEWS.get(relation.name, (relation.name,))):
+                write(table, tables.pop(table).name)
+        kept = {t for relation in tables.values() for t in _VIEWS.get(relation.name, (relation.name,))}
+        for name in sorted(held - kept):
+            if last.get(name, -1) <= done:
+                con.execute(f'drop table "{name}"')
+                held.discard(name)
+
+    # the largest statements are done (records_full's hold, sql.hold): from here the statements and
+    # the writes run beside another batch's, each table let go of as soon as it can be
+    sql.unhold()
+    let_go(-1)
+    for i, name in enumerate(steps):
         sql.materialize(con, name, in_duckdb=True)
+        held.add(name)
         if name in targets:
             tables[name] = Relation(name)
+        let_go(i)
