@@ -13,6 +13,7 @@ part's rows per group, never the rows themselves.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -208,16 +209,21 @@ class BatchParts:
         if frame is not None:
             self._append(name, frame)
 
-    def add_relation(self, con: duckdb.DuckDBPyConnection, name: str, relation: str) -> None:
+    def add_relation(
+        self, con: duckdb.DuckDBPyConnection, name: str, relation: str,
+        restore: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+    ) -> None:
         """Write table `name` from the DuckDB relation `relation`: its declared columns, read as Arrow
         `RELATION_BATCH_ROWS` rows at a time and written a row group each `RELATION_SLICE_BYTES` of
         them, its rows per group counted in DuckDB. A work table, or a table with rows the tail holds
-        (a null seq), goes through `add` as a frame."""
+        (a null seq), goes through `add` as a frame. `restore`: applied to each frame written (the
+        strings elided before the decode put back, transforms/elide.py)."""
         if name in WORK_SCHEMAS or (
             name in ("records", "session_events")
             and con.sql(f'select count(*) from "{relation}" where seq is null').fetchall()[0][0]
         ):
-            self.add(name, con.sql(f'select * from "{relation}"').pl())
+            frame = con.sql(f'select * from "{relation}"').pl()
+            self.add(name, frame if restore is None else restore(frame))
             return
         table = TABLES_BY_NAME[name]
         columns = ", ".join(f'"{c}"' for c in table.names)
@@ -226,6 +232,7 @@ class BatchParts:
         keys = ", ".join(f'"{k}"' for k in carving.CARVE_KEYS if k in table.names) or "null as no_key"
         self.rows.add_counted(name, con.sql(f'select {keys}, count(*) as _n from "{relation}" group by all').pl())
         writer = self._writer(name)
+        restored = (lambda table: table) if restore is None else (lambda table: restore(pl.from_arrow(table)))
         pending, size = [], 0
         with con.sql(f'select {columns} from "{relation}"').to_arrow_reader(batch_size=RELATION_BATCH_ROWS) as reader:
             schema = reader.schema
@@ -233,10 +240,10 @@ class BatchParts:
                 pending.append(batch)
                 size += batch.nbytes
                 if size >= RELATION_SLICE_BYTES:
-                    writer.append(pa.Table.from_batches(pending, schema))
+                    writer.append(restored(pa.Table.from_batches(pending, schema)))
                     pending, size = [], 0
         if pending:
-            writer.append(pa.Table.from_batches(pending, schema))
+            writer.append(restored(pa.Table.from_batches(pending, schema)))
 
     def _writer(self, name: str) -> PartWriter:
         if name not in self.writers:

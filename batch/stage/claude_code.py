@@ -40,6 +40,8 @@ from batch.formats.claude_code import narrow as present_narrow
 from batch.formats.claude_code import pass1, pass2
 from batch.formats.lines import LineChunks
 from batch.sources.base import Stream
+from batch.formats.claude_code.store import STORE_MEMORY
+from batch.transforms.elide import Elided
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
 # the tables each view of the stage reads (a view is read as long as they are held)
@@ -67,39 +69,61 @@ class _Narrowed:
 
 def convert(
     con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None,
-    write: Callable[[str, str], None] | None = None,
+    write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None] | None = None,
 ) -> Converted:
     """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
     tables on `con`, as `formats.claude_code.convert` converts them into frames. With `write(table,
-    relation)`, each table is written as soon as no later statement reads it, and dropped (the
-    relations returned are those left to write)."""
+    relation, restore)`, each table is written as soon as no later statement reads it, and dropped;
+    `restore`, when not None, puts the strings elided before the decode back into each frame of it
+    (transforms/elide.py). Without `write`, the relations are returned as they are, to write."""
     # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
     Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
     files_frame = present.streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    _load(con, reader)
-    _observe(con, sql.max_line(con))
+    # a batch larger than a chunk of the present stage's pass 2 runs within DuckDB's memory limit (a
+    # store's, formats/claude_code/store.py), beyond which its tables spill (sql.release resets it)
+    if sql.memory_limit(con) is None and sum(f.size for f in files) > present.STORE_BYTES:
+        con.execute(f"set memory_limit = '{STORE_MEMORY >> 20} MiB'")
+    # long strings are elided before the decode and restored as the tables are written
+    # (transforms/elide.py); a batch converted again with its long lines rejected decodes them whole
+    max_line = sql.max_line(con)
+    elided = Elided() if max_line is None else None
+    _load(con, reader, elided)
+    _observe(con, max_line, elided)
     narrowed, files_frame = _narrow(con, reader.failed, files_frame)
     _fold(con, files_frame, narrowed.foreign, files)
     tables = {name: Relation(name) for name in ("number_faults", "source_lines", "rejects")}
     tables.update(records=Relation("records_full"), parts=Relation("batch_parts"), tool_calls=Relation("batch_tool_calls"))
     per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
-    _statements(con, tables, write)
+    _statements(con, tables, None if write is None else lambda table, relation: write(table, relation, _restore(elided)))
     inputs, skipped = present._inputs(files, reader, narrowed, per_file)
     return Converted(tables, inputs, skipped)
 
 
-def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
-    """Append the lines of each read slice to `stage_lines`: the one hand-over of the batch's text."""
+def _restore(elided: Elided | None) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
+    """What puts the elided strings back into a frame of a table written, None when none was elided."""
+    if elided is None or not elided.rests:
+        return None
+    return lambda frame: next(elided.restore([frame]))
+
+
+def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks, elided: Elided | None) -> None:
+    """Append the lines of each read slice to `stage_lines`: the one hand-over of the batch's text.
+    `elided`: a line whose long strings it elides keeps its reduced text beside it (`elided`, null for
+    every other line), which the decode reads."""
     rows = 0
     con.execute(
         "create temp table stage_lines (file_idx integer, line bigint, byte_offset bigint, byte_length bigint, "
-        "text varchar, raw blob, utf8_ok boolean, has_newline boolean, is_blank boolean, row_order bigint)"
+        "text varchar, raw blob, utf8_ok boolean, has_newline boolean, is_blank boolean, row_order bigint, "
+        "elided varchar)"
     )
     for piece in reader:
-        piece = piece.with_columns(is_blank=pass1.BLANK, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows)
+        piece = piece.with_columns(
+            is_blank=pass1.BLANK, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows,
+            elided=_reduced(elided, piece.get_column("text")),
+        )
         rows += piece.height
         sql.register(con, "stage_piece", piece)
         con.execute("insert into stage_lines select * from stage_piece")
@@ -108,6 +132,14 @@ def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks) -> None:
         "create temp table line_counts as select file_idx, count(*) filter (not is_blank) as lines, "
         "count(*) filter (is_blank) as blank_lines from stage_lines group by file_idx"
     )
+
+
+def _reduced(elided: Elided | None, texts: pl.Series) -> pl.Series:
+    """The texts `elided` reduces, null where a text is kept as it is."""
+    reduced = texts if elided is None else elided.reduce(texts)
+    if reduced is texts:  # the common case: no text is long enough to be looked at
+        return pl.repeat(None, len(texts), dtype=pl.String, eager=True)
+    return pl.select(pl.when(reduced != texts).then(reduced)).to_series()
 
 
 def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: bool) -> None:
@@ -137,13 +169,14 @@ def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: 
     con.execute("drop view batch_objects")
 
 
-def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
-    """Decode every non-blank line (`observations`), recover the lines that are not one object, and
-    gather the rejects (`stage_rejects`)."""
+def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None, elided: Elided | None) -> None:
+    """Decode every non-blank line (`observations`; its reduced text where `elided` reduced it),
+    recover the lines that are not one object (their objects reduced too), and gather the rejects
+    (`stage_rejects`)."""
     too_long = "false" if max_line is None else f"byte_length > {int(max_line)}"
     con.execute(
         "create or replace temp view line_objects as select row_order as obj_idx, file_idx, line, null::bigint as sub, "
-        f"text as json, row_order from stage_lines where not is_blank and not ({too_long})"
+        f"coalesce(elided, text) as json, row_order from stage_lines where not is_blank and not ({too_long})"
     )
     _decode(con, "line_objects", "observations", create=True)
     # the lines that are not one JSON object, few: recovered in Python, line by line (`}{` lines)
@@ -161,11 +194,13 @@ def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None) -> None:
     con.execute("create temp table stage_rejects as select * from batch_rejects")
     con.unregister("batch_rejects")
     if not objects.is_empty():
+        if elided is not None:
+            objects = objects.with_columns(json=elided.reduce(objects.get_column("json")))
         _add_objects(con, objects.cast(OBJECT_SCHEMA))
     # the observations hold the decoded lines' text now: the lines keep it where a later step reads
     # it, the rejected lines and the first line of each file (a foreign file's first bytes)
     con.execute(
-        "create temp table lines_kept as select * replace (case when line = 1 or (file_idx, line) in "
+        "create temp table lines_kept as select * exclude (elided) replace (case when line = 1 or (file_idx, line) in "
         "(select (file_idx, line) from stage_rejects) then text end as text) from stage_lines order by row_order"
     )
     con.execute("drop table stage_lines")
