@@ -1,5 +1,5 @@
-"""Runs of consecutive rows by the bytes they hold: the slices a large batch is decoded
-(formats/claude_code) and written (write) in, so that a step's working memory is a slice's."""
+"""Runs of consecutive rows by the bytes they hold: the slices a frame is written in
+(output/parts.py), so that the write's working memory is a slice's."""
 
 from __future__ import annotations
 

@@ -46,11 +46,10 @@ def sql_dir() -> Path:
 # The folders of the relations' files, by the stage that runs them: `batch` in each batch's task
 # (formats/claude_code/, formats/entire_events.py), `final` in the final stage (run/finalize.py),
 # `archive` where an earlier output is read as a source (sources/archive.py), `report` by
-# `asr-batch report` over an output's catalog (batch/report.py), `stage` by the batch stage in DuckDB
-# (batch/stage/).
+# `asr-batch report` over an output's catalog (batch/report.py).
 # A relation's name is its file's name, unique across the stages. sql/views/ (the catalog's views)
 # and sql/macros/ (defined on every connection) are read apart.
-STAGES = ("batch", "final", "archive", "report", "stage")
+STAGES = ("batch", "final", "archive", "report")
 
 
 @cache
@@ -188,23 +187,10 @@ def sorted_by(name: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in match.group(1).split(",") if c.strip()) if match else ()
 
 
-# a line the batch stage in DuckDB (batch/stage/) runs otherwise: `<line>  -- in duckdb: <its line>`
-_IN_DUCKDB = re.compile(r"^([ \t]*)(?!--)\S.*?[ \t]*--[ \t]*in duckdb:[ \t]*(.*)$", re.MULTILINE)
-
-
-def _statement(name: str, in_duckdb: bool = False) -> str:
-    """The text of sql/<stage>/<name>.sql with the ORDER BY of its declared order, if any; with
-    `in_duckdb`, as the batch stage in DuckDB runs it (`in_duckdb_text`)."""
+def _statement(name: str) -> str:
+    """The text of sql/<stage>/<name>.sql with the ORDER BY of its declared order, if any."""
     order = sorted_by(name)
-    text = in_duckdb_text(load(name)) if in_duckdb else load(name)
-    return text + (f"\norder by {', '.join(order)}\n" if order else "")
-
-
-def in_duckdb_text(text: str) -> str:
-    """`text` with each line that ends in `-- in duckdb: <line>` replaced by that line (same indent):
-    where the batch stage in DuckDB, which keeps the texts in its tables, selects them instead of
-    naming them by ord for the present stage to gather (batch/stage/)."""
-    return _IN_DUCKDB.sub(lambda m: m.group(1) + m.group(2), text)
+    return load(name) + (f"\norder by {', '.join(order)}\n" if order else "")
 
 
 def topological(
@@ -261,7 +247,7 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     references to them), then make DuckDB return the memory it keeps for reuse, and end a `hold`."""
     for name, kind in _relations(con, "temporary"):
         con.execute(f'drop {kind} if exists "{name}"')
-    # a store's limit (formats/claude_code/store.py) ends with it; this flushes too
+    # a large batch's limit (formats/claude_code/converter.py) ends with it; this flushes too
     limit = memory_limit(con)
     con.execute("reset memory_limit" if limit is None else f"set memory_limit = '{limit >> 20} MiB'")
     unhold()
@@ -271,7 +257,7 @@ MEMORY_VARIABLE = "asr_memory_limit"
 
 
 def set_memory_limit(con: duckdb.DuckDBPyConnection, limit: int) -> None:
-    """Limit DuckDB's memory on `con` to `limit` bytes, for its statements and its stores."""
+    """Limit DuckDB's memory on `con` to `limit` bytes, for its statements and their tables."""
     con.execute(f"set memory_limit = '{limit >> 20} MiB'")
     con.execute(f"set variable {MEMORY_VARIABLE} = {int(limit)}")
 
@@ -340,13 +326,12 @@ def frame(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     return result.sort(order, nulls_last=True) if order else result
 
 
-def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None, *, in_duckdb: bool = False) -> None:
-    """Run sql/<stage>/<name>.sql into a temporary table of the same name (a `hold` as in `frame`;
-    `in_duckdb`: as the batch stage in DuckDB runs it, `in_duckdb_text`)."""
+def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
+    """Run sql/<stage>/<name>.sql into a temporary table of the same name (a `hold` as in `frame`)."""
     if held(name):
         hold()
     try:
-        con.execute(f'create or replace temp table "{name}" as\n' + _statement(name, in_duckdb), params or {})
+        con.execute(f'create or replace temp table "{name}" as\n' + _statement(name), params or {})
     except duckdb.Error as exc:
         raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
 

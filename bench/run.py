@@ -621,7 +621,7 @@ sys.path.append(sys.argv[4])  # bench/, for rss.py, after the package and its de
 import batch.pipeline as P, batch.sql as S, batch.output.folder as W, batch.output.parts as B
 import batch.run.finish as FIN, batch.run.schedule as SCH
 import batch.formats.lines as L
-from batch.formats.claude_code import converter, narrow, pass1, pass2, store
+from batch.formats.claude_code import converter, streams
 import rss
 
 def reset_peak():
@@ -665,7 +665,7 @@ W.Output.commit = timed(lambda self, *a, **k: "commit", W.Output.commit)
 B.PartWriter.append = timed(lambda self, *a, **k: f"write part of {self.table.name}", B.PartWriter.append)
 # the functions the pipeline, the Claude Code converter's modules and the line reader call (named by
 # their module), but not the sha256, which runs on a thread of its own beside the other steps
-for module in (P, SCH, FIN, converter, narrow, pass1, pass2, store, L):
+for module in (P, SCH, FIN, converter, streams, L):
     for name, fn in list(vars(module).items()):
         if inspect.isfunction(fn) and fn.__module__.startswith("batch.") and (module, name) not in ((P, "convert"), (L, "_hash_slice")):
             label = f"{fn.__module__.removeprefix('batch.')}.{fn.__name__}()"

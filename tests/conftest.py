@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
 
@@ -343,3 +344,47 @@ def codex_responses(objects: list[dict]) -> list[dict]:
         seen.add(key)
         out.append(last)
     return out
+
+
+def convert_streams(files: list, monkeypatch: pytest.MonkeyPatch | None = None, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
+    """The Claude Code converter (formats/claude_code/converter.py) run on `files` on a DuckDB
+    connection of its own, with the converter's constants given set for the call: its tables as
+    frames (read from the relations it leaves), its inputs and its skipped streams."""
+    import tempfile
+
+    import duckdb
+
+    from batch.formats.claude_code import converter
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in constants.items():
+            patch.setattr(converter, name, value)
+        con = duckdb.connect()
+        con.execute("set temp_directory = $path", {"path": tempfile.mkdtemp()})
+        sql.define_macros(con)
+        result = converter.convert(con, files, tool_result_files=set())
+        tables = {name: con.sql(f'select * from "{relation.name}"').pl() for name, relation in result.tables.items()}
+        con.close()
+    return tables, result.inputs, result.skipped
+
+
+@contextmanager
+def narrow_only(con):
+    """Within it, `classified` on `con` (the Claude Code converter's observations) has no wide column
+    (`wide_columns`), and records_full and batch_parts are not defined: a statement that reads one
+    fails by its name."""
+    columns = {c for c, in con.sql("select column_name from (describe classified)").fetchall()}
+    views = {n for n, in con.sql("select view_name from duckdb_views() where temporary").fetchall()}
+    hidden = [n for n in ("records_full", "batch_parts") if n in sql.defined(con)]
+    con.execute("alter table classified rename to classified_whole")
+    wide = ", ".join(c for c in wide_columns() if c in columns)
+    con.execute(f"create temp view classified as select * exclude ({wide}) from classified_whole")
+    for name in hidden:
+        con.execute(f'alter {"view" if name in views else "table"} "{name}" rename to "{name}_hidden"')
+    try:
+        yield
+    finally:
+        con.execute("drop view classified")
+        con.execute("alter table classified_whole rename to classified")
+        for name in hidden:
+            con.execute(f'alter {"view" if name in views else "table"} "{name}_hidden" rename to "{name}"')

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -10,8 +9,8 @@ import polars as pl
 
 @dataclass(frozen=True)
 class Relation:
-    """A table a converter left in DuckDB (the batch stage in DuckDB, batch/stage/): the name of a
-    relation on the batch's connection, written from there (run/task.py `BatchParts.add_relation`)."""
+    """A table a converter left in DuckDB (formats/claude_code/converter.py): the name of a relation on
+    the batch's connection, written from there (run/task.py `BatchParts.add_relation`)."""
 
     name: str
 
@@ -20,8 +19,7 @@ class Relation:
 class Converted:
     """What a format made of a batch's streams."""
 
-    # output tables and work tables (batch/schema/work.py), by name: a frame, the frames of a table
-    # read back from a store (formats/claude_code/store.py) a piece at a time, or a relation in DuckDB
-    tables: dict[str, pl.DataFrame | Iterable[pl.DataFrame] | Relation]
+    # output tables and work tables (batch/schema/work.py), by name: a frame, or a relation in DuckDB
+    tables: dict[str, pl.DataFrame | Relation]
     inputs: list[dict] = field(default_factory=list)  # manifest inputs, one per stream read
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of streams that could not be read

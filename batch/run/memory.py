@@ -13,8 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from batch import sql
-from batch.formats.claude_code import converter
-from batch.formats.claude_code.store import STORE_MEMORY
+from batch.formats.claude_code.converter import LARGE_BATCH_BYTES, LARGE_BATCH_MEMORY
 from batch.sources.base import Unit
 from batch.transforms import elide
 
@@ -24,13 +23,12 @@ from batch.transforms import elide
 # 32 MiB ones take 17% more CPU.
 DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
-# Peak memory of one session converted alone: at most about BASE + FACTOR x its input, held in
-# memory; a session larger than converter.STORE_BYTES keeps its wide rows in a store, and peaks
-# at about STORED_MEMORY_BASE + its input: sessions of 256 and 1,026 MiB peaked at 1,082 to 1,197
-# and 1,716 to 1,810 MiB (docs/decisions/007-one-large-session.md); the estimates keep a margin above.
+# Peak memory of one session converted alone: at most about BASE + FACTOR x its input, without a
+# memory limit; a session larger than LARGE_BATCH_BYTES runs within DuckDB's limit LARGE_BATCH_MEMORY
+# and peaks below LARGE_MEMORY_BASE + its input (docs/decisions/007-one-large-session.md).
 BATCH_MEMORY_BASE = 128 << 20
 BATCH_MEMORY_FACTOR = 8
-STORED_MEMORY_BASE = 1 << 30
+LARGE_MEMORY_BASE = 1 << 30
 # DuckDB's memory limit in the final stage, which builds the cross-session tables over every part:
 # its joins and sorts spill to the run folder beyond it, so the driver's memory does not grow with the
 # archive (docs/performance.md, "The final stage at scale")
@@ -54,13 +52,13 @@ def large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit
         if available is not None and memory > available else ""
     )
     stored = (
-        f" A session of more than {converter.STORE_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
-        f"{(memory_limit or STORE_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
-        f"{largest_line(memory_limit or STORE_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
+        f" A session of more than {LARGE_BATCH_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
+        f"{(memory_limit or LARGE_BATCH_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
+        f"{largest_line(memory_limit or LARGE_BATCH_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
         f"{elide.ELIDE_CHARS >> 20} MiB or more (a file read back, an image: those convert at any length): such a "
         "line is then rejected (rejects line_too_long, its bytes kept), the rest of its session converts, and the "
         "run goes on."
-        if biggest > converter.STORE_BYTES else ""
+        if biggest > LARGE_BATCH_BYTES else ""
     )
     return (
         f"{which} more than the batch size ({batch_bytes >> 20} MiB) of transcripts, subagents included: "
@@ -70,11 +68,11 @@ def large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit
 
 
 def largest_line(memory_limit: int | None) -> int:
-    """About the longest line that converts within DuckDB's `memory_limit` (None: a store's,
-    STORE_MEMORY, the limit a session converted alone has by default) when its length is not in
+    """About the longest line that converts within DuckDB's `memory_limit` (None: LARGE_BATCH_MEMORY,
+    the limit a large session converted alone has by default) when its length is not in
     strings long enough to be elided (transforms/elide.py): decoding a line's JSON
     (sql/batch/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
-    return (memory_limit or STORE_MEMORY) // LINE_MEMORY_FACTOR
+    return (memory_limit or LARGE_BATCH_MEMORY) // LINE_MEMORY_FACTOR
 
 
 def size_text(n: int) -> str:
@@ -83,8 +81,8 @@ def size_text(n: int) -> str:
 
 def large_session_memory(size: int) -> int:
     """Peak memory, about, of converting one session group of `size` bytes alone."""
-    if size > converter.STORE_BYTES:
-        return STORED_MEMORY_BASE + size
+    if size > LARGE_BATCH_BYTES:
+        return LARGE_MEMORY_BASE + size
     return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
 
 
@@ -107,7 +105,7 @@ def default_workers() -> int:
 
 def connect(workers: int = 1, *, spill: Path, memory: int | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    if memory is not None:  # --memory-mb: the batch's limit, and a store's (formats/claude_code/store.py)
+    if memory is not None:  # --memory-mb: the batch's limit, a large one's too (formats/claude_code/converter.py)
         sql.set_memory_limit(con, memory)
     # The CLI draws its own progress bar; DuckDB's would interleave with it.
     con.execute("set enable_progress_bar = false")

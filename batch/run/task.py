@@ -23,7 +23,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from batch import reuse, sql, stage
+from batch import reuse, sql
 from batch.formats import claude_code
 from batch.formats.base import Relation
 from batch.incremental import carving
@@ -35,7 +35,6 @@ from batch.sources.base import Loaded, Stream, Unit
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
 from batch.output.parts import WRITE_SLICE_BYTES, BatchFiles, PartWriter
-from batch.stage import claude_code as in_duckdb  # the batch stage in DuckDB, behind its switch
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ def convert_batch(
     # sql.holds: from records_full to its release the batch runs its large statements alone (a batch
     # that fails before its release ends its hold on the way out)
     with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
-        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code/pass1.py)
+        if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code/converter.py)
             sql.set_max_line(con, max_line)
         return convert_on(con, units, output, index, tool_result_files, hasher)
 
@@ -155,11 +154,9 @@ def convert_on(
     parts = BatchParts(output, index, sorted(groups))
     try:
         for name in sorted(by_format):
-            if name == claude_code.FORMAT and stage.enabled():
-                converted = in_duckdb.convert(con, by_format[name], tool_result_files=tool_result_files, hasher=hasher,
-                                              write=partial(parts.add_relation, con))
-            else:
-                converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher)
+            # the Claude Code converter writes each of its tables from DuckDB as soon as it is done
+            writes = {"write": partial(parts.add_relation, con)} if name == claude_code.FORMAT else {}
+            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher, **writes)
             # the tables left in DuckDB are written from there first (the statements are done: the other
             # batches may run theirs, sql.hold); then what the connection holds (registered frames,
             # temporary tables and the memory DuckDB keeps for reuse) is released
@@ -168,9 +165,7 @@ def convert_on(
                 parts.add_relation(con, table, converted.tables.pop(table).name)
             sql.release(con)
             for table in list(converted.tables):
-                rows = converted.tables.pop(table)  # each frame released once written
-                for piece in [rows] if isinstance(rows, pl.DataFrame) else rows:  # a store's, a piece at a time
-                    parts.add(table, piece)
+                parts.add(table, converted.tables.pop(table))  # each frame released once written
             inputs.extend(converted.inputs)
             skipped.extend(converted.skipped)
             del converted

@@ -1,6 +1,5 @@
 -- call_pairs: per tool call of a stream (session_key, call_id), the record of its call and of its
--- first result, from narrow columns alone (no block or line text), so that it can be computed for a
--- whole session before its records are converted a part at a time (docs/decisions/005-chunked-sessions.md).
+-- first result, from narrow columns alone (no block or line text).
 -- tool_calls.sql reads its pairing here and the rows' own values in parts and records_full.
 -- A model call is its session's first tool_use block with that id, its result the first tool_result
 -- block, by (record_first_ord, ord, block_index): the order of (record_first_ord, part_index) for these

@@ -1,8 +1,7 @@
 -- observation_index: one row per observation (keyed by ord), with the record it goes into and its
--- line status. It reads the narrow frame of the observations (`narrow_observations`, the columns
--- NARROW_COLUMNS of batch/formats/claude_code/pass1.py names, with ord): no JSON text, which stays in
--- `classified` and is joined back by ord (observation_keys.sql); its hash (json_hash) was taken
--- where the line was decoded (observations.sql).
+-- line status. It reads narrow columns of the observations (`classified`): no JSON text, which is
+-- joined back by ord where it is read (observation_keys.sql); its hash (json_hash) was taken where
+-- the line was decoded (observations.sql).
 -- Position basis (registry entry): keep the latest observation of each repeated uuid at the
 -- position where that uuid first appeared; then fold the responses sharing message.id.
 -- A compact summary (isCompactSummary) folds into its compact_boundary: one compaction (ASR-373).
@@ -10,15 +9,15 @@
 -- turn or exit: a line repeating the previous value of its type is not a change, so it folds
 -- into the record of the line that set the value (registry entry, Repeated metadata).
 -- `ord` is the observation's position in the batch (file_rank, file_idx, line, sub nulls first),
--- numbered from 1 by the narrow stage (batch/formats/claude_code/narrow.py): unique, and the key by which
+-- numbered from 1 by the converter (batch/formats/claude_code/converter.py): unique, and the key by which
 -- every statement joins an observation's columns.
--- reads: narrow_observations
+-- reads: classified
 with ordered as (
     select
         ord, file_idx, file_rank, line, sub, session_key, position, native_type, native_subtype, uuid,
         parent_uuid, message_id, is_compact_summary, permission_mode, json_hash,
         repeatable_metadata(uuid, native_type) as is_repeatable,
-    from narrow_observations
+    from classified
 ),
 
 -- The windows below run on the few rows they concern: repeatable metadata lines, and the

@@ -6,8 +6,7 @@
 -- the result, not in a WHERE: a filter on the decode would be pushed below it and parse every
 -- text twice. Polymorphic fields (message.content, toolUseResult,
 -- attachment, data, content) stay JSON text. A field whose JSON type differs from the one
--- declared here decodes as null; the object itself is kept verbatim in `json`, which the
--- pipeline attaches to the result by obj_idx (the text is not copied through DuckDB).
+-- declared here decodes as null; the object itself is kept verbatim in `json`.
 -- json_hash is a hash of the text (see below), so that no later step reads the text to compare two lines.
 -- Token counts are read as JSON and kept only when they are JSON integers that fit a BIGINT:
 -- a cast would round 1.5 to 2, read "12" or true as a number, and make 1e30 null silently. A count
@@ -15,8 +14,7 @@
 -- number_faults.sql turns into a declared loss naming field and position.
 -- reads: batch_files, batch_objects
 -- result: large, concurrent
--- (it runs while another batch holds the large statements: its working memory is one slice's,
--- docs/decisions/002-two-batches.md)
+-- (it runs while another batch holds the large statements, docs/decisions/002-two-batches.md)
 with objects as (
     select * from batch_objects
 ),
@@ -255,7 +253,8 @@ final as (
                 then json_merge_patch(d.json, '{"timestamp": null, "uuid": null, "sessionId": null, "session_id": null}')::varchar
             else d.json
         end) as json_hash,
-        d.obj_idx,  -- in duckdb: d.obj_idx, d.json,
+        d.obj_idx,
+        d.json,
         d.e is not null and d.is_brace as is_object,
     from counted as d
     join files as f using (file_idx)

@@ -4,13 +4,11 @@
 -- com.anthropic.claude-code/attachment/<type>; its rendered text stays in display_content, and
 -- capture_state says what is actually held (ASR-238): a tool result persisted to tool-results/
 -- is external when the file is in the archive, truncated when it is gone.
--- Every step below is per record: the pipeline converts a large batch's parts a slice of records at a
--- time (batch_part_records: the records of the slice), so that DuckDB's working memory is the slice's.
+-- Every step below is per record (batch_part_records: the records whose parts are made).
 -- reads: batch_part_records, batch_tool_result_files, observation_keys
 -- result: large
 -- order: session_key, record_id, part_index
--- (part_index is numbered per record, so the order tells every row apart; the pipeline sorts the
--- result, which takes less memory than DuckDB's sort of every column: batch/sql.py, sorted_by)
+-- (part_index is numbered per record, so the order tells every row apart)
 -- attachment rows first, then their JSON: the extractions below run on these rows only (the
 -- whole line's JSON is read for attachments only, not carried with every live observation)
 with attachments as materialized (

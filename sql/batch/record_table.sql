@@ -6,11 +6,8 @@
 -- It reads narrow columns alone, no JSON text, content, toolUseResult or text head: the values it
 -- needs from them (toolUseResult.agentId and the call IDs of the result's blocks, the uuid of the
 -- message an agent_progress line copies, a queue operation's content and reason) were taken where
--- each line was decoded (observations.sql). So it can run on the narrow columns of a whole session
--- before its records are converted a part at a time (docs/decisions/005-chunked-sessions.md):
--- it reads the narrow frame of the observations (`narrow_observations`, NARROW_COLUMNS of
--- batch/formats/claude_code/pass1.py with ord), which holds no wide column.
--- reads: batch_files, narrow_observations, observation_index
+-- each line was decoded (observations.sql).
+-- reads: batch_files, classified, observation_index
 with live as (
     select
         i.ord,
@@ -35,7 +32,7 @@ with live as (
         c.attribution_mcp_server,
         c.attribution_mcp_tool,
     from observation_index as i
-    join narrow_observations as c using (ord)
+    join classified as c using (ord)
     where i.is_live
 ),
 

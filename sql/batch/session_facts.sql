@@ -1,5 +1,5 @@
 -- session_facts: one row per session of the batch with a fact that a statement converting a part of
--- its records needs from the whole session, from narrow columns alone (docs/decisions/005-chunked-sessions.md):
+-- its records needs from the whole session, from narrow columns alone:
 -- the seq of its last cost-state record (usage_summaries.sql, is_latest).
 -- reads: classified, record_table
 with final as (

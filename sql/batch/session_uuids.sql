@@ -1,7 +1,6 @@
 -- session_uuids: the uuid map of a batch's sessions, (session_key, uuid) -> the record of its live
 -- observations (the least record_id where live observations of one uuid went into several), from
--- narrow columns alone: computed for a whole session before its records are converted a part at a
--- time (docs/decisions/005-chunked-sessions.md). checkpoint_files.sql reads it.
+-- narrow columns alone. checkpoint_files.sql reads it.
 -- reads: classified, observation_index
 with live as (
     select c.session_key, c.uuid, i.record_id

@@ -1,10 +1,10 @@
 -- sidechain_roots: one row per inline sidechain object (1.0.x isSidechain lines inside a main
 -- transcript), with the uuid of the sidechain's first line. Each root starts its own stream.
 -- The walk follows parentUuid between sidechain lines; `union` (not `union all`) stops on cycles.
--- reads: narrow_observations
+-- reads: observations
 with recursive sidechain as (
     select file_idx, line, sub, uuid, parent_uuid
-    from narrow_observations
+    from observations
     where is_sidechain and stream_kind = 'main' and native_agent_id is null and uuid is not null
 ),
 

@@ -1,10 +1,8 @@
 -- source_lines_out: one row per non-blank physical line, or per object recovered from a line.
--- The line's JSON is kept here when records.native does not hold it verbatim: native_ord names
--- its observation, and the pipeline gathers classified.json into `native` (not copied through DuckDB).
+-- The line's JSON is kept here (`native`) when records.native does not hold it verbatim.
 -- reads: batch_files, batch_lines, batch_rejects, classified, observation_index
 -- order: source_file, line, sub
--- (one row per line, or per object of a line: the order tells every row apart, and the pipeline
--- sorts the result, which takes less memory than DuckDB's sort of every column: batch/sql.py, sorted_by)
+-- (one row per line, or per object of a line: the order tells every row apart)
 with lines as (
     select l.* exclude (text), f.source_file, f.session_key, f.is_foreign
     from batch_lines as l
@@ -21,7 +19,7 @@ keys as (
 
 -- the lines whose JSON records.native does not hold
 natives as (
-    select ord from observation_index where not is_representative  -- in duckdb: select ord, c.json from observation_index join classified as c using (ord) where not is_representative
+    select ord, c.json from observation_index join classified as c using (ord) where not is_representative
 ),
 
 -- the text of a line is read only where it is kept (bytes after the last newline): carried along
@@ -55,7 +53,7 @@ final as (
             else k.reason
         end as reason,
         k.record_id,
-        n.ord as native_ord,  -- in duckdb: n.json as native,
+        n.json as native,
         case when x.reason = 'uncommitted' then x.uncommitted else l.raw end as raw,
     from lines as l
     left join keys as k on k.file_idx = l.file_idx and k.line = l.line

@@ -4,8 +4,9 @@
 -- Approvals are compact decisions on the result (ASR-279): permissionDecision and toolDenialKind;
 -- an error result that records neither, the denial its text marks (sql/macros/denial_marker.sql).
 -- The JSON texts of a model call are not copied here: `input` and `result_native` are null for them
--- and the pipeline gathers the block's input (parts, by call_record_id and call_part_index) and the
--- result's toolUseResult (records, by result_record_id) into them; a user's shell command has its own.
+-- and the converter joins the block's input (parts, by call_record_id and call_part_index) and the
+-- result's toolUseResult (records, by result_record_id) into them (formats/claude_code/converter.py);
+-- a user's shell command has its own.
 -- reads: batch_parts, call_pairs, records_full
 -- result: large
 -- The pairing (which call record, which result record) is call_pairs.sql's; the parts and records

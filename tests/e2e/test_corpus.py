@@ -13,7 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import batch
-from conftest import CORPUS, read_tables, timeless
+from conftest import CORPUS, read_tables, sorted_rows, timeless
 
 
 @pytest.fixture(scope="module")
@@ -229,173 +229,110 @@ def test_unqualified_items_have_no_real_line_and_qualified_ones_name_real_versio
         assert set(named) <= real, (item, versions)
 
 
+def assert_same_files(out: Path, want: Path) -> None:
+    """Every Parquet file of `want` is in `out`, the same row for row and in order, with the same schema."""
+    files = sorted(p.relative_to(want) for p in want.rglob("*.parquet"))
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
+    for name in files:
+        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(want / name)), check_row_order=True)
+        assert pq.read_schema(out / name).equals(pq.read_schema(want / name), check_metadata=True)
+
+
 def test_slices_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # a large batch runs in slices: its streams are read in slices of whole lines (formats/lines.py),
-    # the slices gathered into chunks of pass 1 (each decoded, recovered and classified alone:
-    # claude_code.pass1.decode), parts.sql run over slices of its records, and a part is
-    # written a slice of its rows at a time. With slices of 4 KiB for the reads (thousands, and
-    # lines longer than one), 512 KiB for the statements and 64 KiB for the writes, every file of
-    # the corpus's output is the same, row for row and in order, with the same Parquet schema
-    from batch import sql
+    # a batch's streams are read in slices of whole lines (formats/lines.py), each handed to DuckDB
+    # alone, and its tables are written a slice of Arrow rows at a time (run/task.py). With slices of
+    # 4 KiB for the reads (thousands, and lines longer than one), 64 KiB and 256 rows for the writes,
+    # every file of the corpus's output is the same, row for row and in order, with the same schema
     from batch.formats import lines
-    from batch.formats.claude_code import pass1, pass2
-    from batch.output import parts as output_parts
+    from batch.run import task
 
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 1 << 12)
-    monkeypatch.setattr(pass1, "OBSERVE_SLICE_BYTES", 1 << 19)
-    monkeypatch.setattr(pass2, "PART_SLICE_BYTES", 1 << 19)
-    monkeypatch.setattr(output_parts, "WRITE_SLICE_BYTES", 1 << 16)
+    monkeypatch.setattr(task, "RELATION_SLICE_BYTES", 1 << 16)
+    monkeypatch.setattr(task, "RELATION_BATCH_ROWS", 256)
     calls = defaultdict(int)
-    frame, split = sql.frame, lines._slice_lines
-
-    def counted(con, name, *args, **kwargs):
-        calls[name] += 1
-        return frame(con, name, *args, **kwargs)
+    split = lines._slice_lines
 
     def counted_split(*args):
         calls["read"] += 1
         return split(*args)
 
-    recover = pass1.recover
-
-    def counted_recover(*args):
-        calls["chunk"] += 1  # once per chunk of pass 1
-        return recover(*args)
-
-    monkeypatch.setattr(sql, "frame", counted)
     monkeypatch.setattr(lines, "_slice_lines", counted_split)
-    monkeypatch.setattr(pass1, "recover", counted_recover)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
-    assert calls["read"] > 1000 and calls["observations"] > 10 and calls["parts"] > 10  # the slices were run
-    # each chunk of pass 1 (up to 512 KiB of lines) went through pass 1 alone
-    assert 10 < calls["chunk"] < calls["read"] / 10
-    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
-    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
-    for name in files:
-        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
-        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
+    assert calls["read"] > 1000  # the slices were read
+    assert_same_files(out, corpus_out)
     # the writes were sliced: a part of records holds several row groups
     assert max(pq.ParquetFile(p).num_row_groups for p in (out / "records").glob("*.parquet")) > 1
 
 
-def test_pass2_chunks_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # pass 2 of the core (records_full, parts, source_lines, number_faults, rejects) runs once per
-    # chunk of a batch's observations (claude_code.pass2.chunk_ends). With chunks of 256 KiB of JSON text
-    # (the corpus's sessions are up to 3 MiB: many chunks per session, records and lines cut apart
-    # wherever allowed), every file of the corpus's output is the same, row for row and in order
-    from batch import sql
-    from batch.formats.claude_code import converter, narrow
-
-    monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
-    calls = defaultdict(int)
-    frame, chunk_ends = sql.frame, narrow.chunk_ends
-    chunks = []
-
-    sessions_of_chunks = []
-
-    def counted(con, name, *args, **kwargs):
-        calls[name] += 1
-        result = frame(con, name, *args, **kwargs)
-        if name == "records_full":
-            sessions_of_chunks.append(set(result.get_column("session_key")))
-        return result
-
-    def kept(*args):
-        ends = chunk_ends(*args)
-        chunks.append(ends)
-        return ends
-
-    monkeypatch.setattr(sql, "frame", counted)
-    monkeypatch.setattr(narrow, "chunk_ends", kept)
-    out = tmp_path / "out"
-    batch.convert([CORPUS], out)
-    # records_full, number_faults and source_lines ran once per chunk, more than 60 chunks in all
-    count = sum(ends.len() for ends in chunks)
-    assert count > 60 and calls["records_full"] == calls["number_faults"] == calls["source_lines_out"] == count
-    assert calls["parts"] >= count
-    # a session's records were made in several chunks: more than 5 for the largest sessions
-    per_session = defaultdict(int)
-    for sessions in sessions_of_chunks:
-        for session in sessions:
-            per_session[session] += 1
-    assert max(per_session.values()) > 5
-    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
-    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
-    for name in files:
-        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
-        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
-
-
-def test_a_store_changes_no_row(corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # a batch larger than STORE_BYTES keeps its wide rows in a store (claude_code/store.py): its decoded
-    # observations, and its records, parts and source lines of each chunk of pass 2, go to Parquet
-    # files as they are made, the statements read them as views, and the output tables are read back
-    # a piece at a time (merged from the chunks' runs). With every batch stored, chunks of 256 KiB and
-    # pieces of 64 KiB, every file of the corpus's output is the same, row for row and in order
-    from batch.formats.claude_code import converter, store
-
-    monkeypatch.setattr(converter, "STORE_BYTES", 0)
-    monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
-    monkeypatch.setattr(store, "MERGE_BYTES", 1 << 16)
-    appended, folders = defaultdict(int), []
-    append, init = store.Store.append, store.Store.__init__
-
-    def counted(self, table, frame):
-        appended[table] += 1
-        return append(self, table, frame)
-
-    def kept(self, con):
-        init(self, con)
-        folders.append(self.folder)
-
-    monkeypatch.setattr(store.Store, "append", counted)
-    monkeypatch.setattr(store.Store, "__init__", kept)
-    out = tmp_path / "out"
-    batch.convert([CORPUS], out)
-    assert folders and appended["wide"] >= 1 and appended["records_pieces"] > 60 and appended["parts_pieces"] > 60
-    assert not any(folder.exists() for folder in folders)  # each store's files are gone with it
-    files = sorted(p.relative_to(corpus_out) for p in corpus_out.rglob("*.parquet"))
-    assert files == sorted(p.relative_to(out) for p in out.rglob("*.parquet"))
-    for name in files:
-        assert_frame_equal(timeless(pl.read_parquet(out / name)), timeless(pl.read_parquet(corpus_out / name)), check_row_order=True)
-        assert pq.read_schema(out / name).equals(pq.read_schema(corpus_out / name), check_metadata=True)
-
-
-def test_narrow_stage_reads_no_wide_column_and_indexes_as_the_whole_observations(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_large_batch_runs_within_its_memory_limit_and_changes_no_row(
+    corpus_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    # observation_index reads the narrow frame of pass 1 (claude_code.pass1.NARROW_COLUMNS and ord): no
-    # JSON text, content or line text. Over the corpus (inline sidechains and agent_progress-rebuilt
-    # subagents included), the index it gives equals the index the same statement gives over the
-    # whole classified observations, row by row
+    # a batch larger than LARGE_BATCH_BYTES runs within DuckDB's limit LARGE_BATCH_MEMORY, beyond
+    # which its tables spill to the run folder. With every batch large and a limit of 128 MiB for one
+    # batch of the whole corpus (whose tables hold more than twice that), every table holds the
+    # same rows, and the spilled files are gone
     from batch import sql
-    from batch.formats.claude_code.pass1 import NARROW_COLUMNS
+    from batch.formats.claude_code import converter
 
-    wide = {"json", "content", "top_content", "tool_use_result", "text", "raw", "text_head"}
-    assert not wide & set(NARROW_COLUMNS)
-    materialize = sql.materialize
-    seen: list[pl.DataFrame] = []
+    monkeypatch.setattr(converter, "LARGE_BATCH_BYTES", -1)  # an empty file's batch too
+    monkeypatch.setattr(converter, "LARGE_BATCH_MEMORY", 128 << 20)
+    materialize, limits = sql.materialize, set()
 
-    def checked(con, name, *args, **kwargs):
-        if name == "observation_index":
-            narrow = con.table("narrow_observations").pl()
-            assert narrow.columns == [*NARROW_COLUMNS, "ord"]
-            from_narrow = sql.frame(con, "observation_index").sort("ord")
-            con.unregister("narrow_observations")
-            sql.register(con, "narrow_observations", con.table("classified").pl())
-            from_whole = sql.frame(con, "observation_index").sort("ord")
-            sql.register(con, "narrow_observations", narrow)
-            assert from_whole.height == con.table("classified").pl().height > 0
-            assert_frame_equal(from_narrow, from_whole, check_row_order=True)
-            seen.append(narrow)
+    def seen(con, name, *args, **kwargs):
+        if name in ("observation_index", "records_full", "parts", "hooks"):  # the Claude Code converter's
+            limits.add(con.sql("select current_setting('memory_limit')").fetchall()[0][0])
         return materialize(con, name, *args, **kwargs)
 
-    monkeypatch.setattr(sql, "materialize", checked)
-    batch.convert([CORPUS], tmp_path / "out")
-    narrow = pl.concat(seen)
-    assert (narrow.get_column("stream_kind") == "sidechain").any()  # split in the narrow frame
-    assert narrow.get_column("position").str.starts_with("agent_progress:").any()  # rebuilt objects' narrow rows
+    monkeypatch.setattr(sql, "materialize", seen)
+    out = tmp_path / "out"
+    result = batch.convert([CORPUS], out, batch_bytes=256 << 20, workers=1)
+    assert limits == {"128.0 MiB"} and "session_groups_not_converted" not in result.manifest["reuse"]
+    got, want = read_tables(out), read_tables(corpus_out)
+    for name in want:
+        assert_frame_equal(sorted_rows(timeless(got[name])), sorted_rows(timeless(want[name])), check_row_order=True)
+    assert not list(tmp_path.glob(".*asr-run*"))
+
+
+def test_each_table_is_written_once_no_later_statement_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the converter writes each table as soon as no statement still to run reads it, and drops the
+    # tables no statement still to run reads: the order of the statements run and the tables written
+    from batch import sql
+    from batch.formats.claude_code import converter
+    from batch.run import task
+
+    events: list[tuple[str, str]] = []
+    materialize, add_relation = sql.materialize, task.BatchParts.add_relation
+
+    def ran(con, name, *args, **kwargs):
+        events.append(("run", name))
+        return materialize(con, name, *args, **kwargs)
+
+    def written(self, con, name, relation, *args, **kwargs):
+        events.append(("write", relation))
+        return add_relation(self, con, name, relation, *args, **kwargs)
+
+    monkeypatch.setattr(sql, "materialize", ran)
+    monkeypatch.setattr(task.BatchParts, "add_relation", written)
+    batch.convert([CORPUS], tmp_path / "out", batch_bytes=256 << 20, workers=1)
+    # each batch's events, from its first statement on; the final stage's statements left out
+    starts = [i for i, event in enumerate(events) if event == ("run", "sidechain_roots")]
+    assert starts
+    for start, end in zip(starts, [*starts[1:], len(events)]):
+        batch_events = [(k, n) for k, n in events[start:end] if k == "write" or sql.files()[n].parent.name == "batch"]
+        writes = [i for i, (kind, _) in enumerate(batch_events) if kind == "write"]
+        assert len({batch_events[i][1] for i in writes}) == len(writes)  # each once
+        for i in writes:
+            held = set(converter._VIEWS.get(batch_events[i][1], (batch_events[i][1],)))
+            for kind, name in batch_events[i + 1:]:
+                read = {t for r in sql.reads(name) for t in converter._VIEWS.get(r, (r,))} if kind == "run" else set()
+                assert not held & read, (batch_events[i][1], name)
+    # the largest batch: every table written, not all at the end
+    largest = max(zip(starts, [*starts[1:], len(events)]), key=lambda r: r[1] - r[0])
+    written = [n for k, n in events[largest[0]:largest[1]] if k == "write"]
+    assert len(written) > 20 and {"records_full", "batch_parts", "session_events"} <= set(written)
+    ran = [i for i, (k, n) in enumerate(events[largest[0]:largest[1]]) if k == "run"]
+    assert min(i for i, (k, _) in enumerate(events[largest[0]:largest[1]]) if k == "write") < max(ran)
 
 
 def test_lineage_evidence_is_in_its_declared_order(corpus_out: Path):

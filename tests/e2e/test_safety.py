@@ -452,7 +452,7 @@ def test_an_internal_error_says_so_saves_the_traceback_and_exits_2(src, out, cap
     from batch.cli import main
 
     two_sessions(src)
-    monkeypatch.setattr("batch.formats.claude_code.pass1.classify", lambda frame: 1 / 0)
+    monkeypatch.setattr("batch.formats.claude_code.converter._narrow", lambda *args: 1 / 0)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     with pytest.raises(SystemExit) as exc:
         main(["convert", str(src), "--out", str(out), "-q"])

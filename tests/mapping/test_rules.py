@@ -915,10 +915,10 @@ def test_failure_in_a_batch_step_leaves_no_temp_folder(src, out, monkeypatch):
     write_jsonl(src / f"{SID}.jsonl", [user(uid(1), None, "hello")])
 
     def boom(*args, **kwargs):
-        raise RuntimeError("classify failed")
+        raise RuntimeError("a step failed")
 
-    monkeypatch.setattr(batch.formats.claude_code.pass1, "classify", boom)
-    with pytest.raises(RuntimeError, match="classify failed"):
+    monkeypatch.setattr(batch.formats.claude_code.converter, "_narrow", boom)
+    with pytest.raises(RuntimeError, match="a step failed"):
         batch.convert([src], out)
     assert not out.exists()
     assert _leftovers(out) == []
@@ -927,15 +927,15 @@ def test_failure_in_a_batch_step_leaves_no_temp_folder(src, out, monkeypatch):
 def test_failure_in_one_of_concurrent_batches_stops_the_run_and_leaves_nothing(src, out, monkeypatch):
     for n, sid in enumerate((SID, SID2, "33333333-3333-4333-8333-333333333333")):
         write_jsonl(src / f"{sid}.jsonl", [user(uid(n), None, "hello", sid=sid)])
-    real = batch.formats.claude_code.pass1.classify
+    real = batch.formats.claude_code.converter._narrow
 
-    def fail_on_second(observations):
-        if SID2 in observations.get_column("session_key").to_list():
-            raise RuntimeError("classify failed")
-        return real(observations)
+    def fail_on_second(con, failed, files_frame):
+        if SID2 in files_frame.get_column("session_key").to_list():
+            raise RuntimeError("a step failed")
+        return real(con, failed, files_frame)
 
-    monkeypatch.setattr(batch.formats.claude_code.pass1, "classify", fail_on_second)
-    with pytest.raises(RuntimeError, match="classify failed"):
+    monkeypatch.setattr(batch.formats.claude_code.converter, "_narrow", fail_on_second)
+    with pytest.raises(RuntimeError, match="a step failed"):
         batch.convert([src], out, batch_bytes=1, workers=2)
     assert not out.exists()
     assert _leftovers(out) == []

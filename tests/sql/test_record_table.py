@@ -1,4 +1,4 @@
-"""The record table (sql/batch/record_table.sql): what relates the records of a session, from the narrow frame alone."""
+"""The record table (sql/batch/record_table.sql): what relates the records of a session, from narrow columns alone."""
 
 from __future__ import annotations
 
@@ -10,37 +10,25 @@ from polars.testing import assert_frame_equal
 
 import batch
 from batch import sql
-from batch.formats.claude_code.pass1 import NARROW_COLUMNS
-from conftest import CORPUS, FIXTURES, wide_columns
+from conftest import CORPUS, FIXTURES, narrow_only, wide_columns
 
 REGISTRY = FIXTURES / "registry" / "core"
 
 
 def record_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
-    """Convert `src`; for each batch, the record table the conversion used, which read the narrow
-    frame (`narrow_observations`: NARROW_COLUMNS and ord, no wide column), and the one the same
-    statement gives when it reads the whole classified observations instead."""
-    register, materialize = sql.register, sql.materialize
-    registered: dict[str, pl.DataFrame] = {}
+    """Convert `src`; for each batch, the record table the conversion used, and the one the same
+    statement gives when `classified` has no wide column (`narrow_only`)."""
+    materialize = sql.materialize
     tables = []
-
-    def kept(con, name, frame):
-        registered[name] = frame
-        register(con, name, frame)
 
     def compared(con, name, *args, **kwargs):
         materialize(con, name, *args, **kwargs)
         if name == "record_table":
             used = con.table("record_table").pl()
-            narrow = registered["narrow_observations"]
-            assert narrow.columns == [*NARROW_COLUMNS, "ord"]
-            assert not set(wide_columns()) & set(narrow.columns)
-            register(con, "narrow_observations", registered["classified"])
-            whole = sql.frame(con, "record_table")
-            register(con, "narrow_observations", narrow)
-            tables.append((used, whole))
+            with narrow_only(con):
+                narrow = sql.frame(con, "record_table")
+            tables.append((used, narrow))
 
-    monkeypatch.setattr(sql, "register", kept)
     monkeypatch.setattr(sql, "materialize", compared)
     batch.convert([src], out)
     assert tables
@@ -54,8 +42,8 @@ def test_wide_columns_are_the_text_columns():
 @pytest.mark.parametrize("src", [CORPUS, REGISTRY], ids=["corpus", "registry-core"])
 def test_the_record_table_reads_no_wide_column(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tables = record_tables(src, tmp_path / "out", monkeypatch)
-    for used, whole in tables:
-        assert_frame_equal(whole.sort("record_id"), used.sort("record_id"), check_row_order=True)
+    for used, narrow in tables:
+        assert_frame_equal(narrow.sort("record_id"), used.sort("record_id"), check_row_order=True)
     table = pl.concat([used for used, _ in tables])
     # one row per record, and every relation it computes is found somewhere in these inputs
     assert table.height > 100 and not table.get_column("record_id").is_duplicated().any()

@@ -11,7 +11,8 @@ from polars.testing import assert_frame_equal
 
 import batch
 from batch import sql
-from conftest import CORPUS, FIXTURES, wide_columns
+from batch.run import task
+from conftest import CORPUS, FIXTURES, narrow_only
 
 REGISTRY = FIXTURES / "registry" / "core"
 
@@ -27,35 +28,26 @@ KEYS = {
 
 def session_tables(src: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[pl.DataFrame, pl.DataFrame]]]:
     """Convert `src`; for each batch and session table, the table the conversion used, and the one the
-    same statement gives when `classified` has no wide column and no records or parts are registered
+    same statement gives when `classified` has no wide column and no records or parts are defined
     (a statement reading one fails by its name). Also the batch's tool_calls."""
-    register, materialize = sql.register, sql.materialize
-    registered: dict[str, pl.DataFrame] = {}
+    materialize, add_relation = sql.materialize, task.BatchParts.add_relation
     tables: dict[str, list] = {name: [] for name in (*SESSION_TABLES, "tool_calls")}
-
-    def kept(con, name, frame):
-        registered[name] = frame
-        register(con, name, frame)
-        if name == "batch_tool_calls":
-            tables["tool_calls"].append(frame)
 
     def compared(con, name, *args, **kwargs):
         materialize(con, name, *args, **kwargs)
         if name in SESSION_TABLES:
             used = con.table(name).pl()
-            classified = registered["classified"]
-            texts = [c for c in ("records_full", "batch_parts") if c in sql.defined(con)]
-            for text in texts:
-                con.unregister(text)
-            register(con, "classified", classified.drop(wide_columns(), strict=False))
-            narrow = sql.frame(con, name)
-            register(con, "classified", classified)
-            for text in texts:
-                register(con, text, registered[text])
+            with narrow_only(con):
+                narrow = sql.frame(con, name)
             tables[name].append((used, narrow))
 
-    monkeypatch.setattr(sql, "register", kept)
+    def written(self, con, name, relation, *args, **kwargs):
+        if name == "tool_calls":
+            tables["tool_calls"].append(con.table(relation).pl())
+        return add_relation(self, con, name, relation, *args, **kwargs)
+
     monkeypatch.setattr(sql, "materialize", compared)
+    monkeypatch.setattr(task.BatchParts, "add_relation", written)
     batch.convert([src], out)
     return tables
 

@@ -41,14 +41,13 @@ def small(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["frames", "store"])
-def test_elided_strings_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch, small, stored):
-    if stored:  # every batch through the store (claude_code/store.py), its tables read back a piece at a time
-        from batch.formats.claude_code import converter, store
+@pytest.mark.parametrize("large", [False, True], ids=["batch", "large"])
+def test_elided_strings_change_no_row(corpus_out: Path, tmp_path: Path, monkeypatch, small, large):
+    if large:  # every batch within a large batch's memory limit (formats/claude_code/converter.py)
+        from batch.formats.claude_code import converter
 
-        monkeypatch.setattr(converter, "STORE_BYTES", 0)
-        monkeypatch.setattr(converter, "PASS2_CHUNK_BYTES", 1 << 18)
-        monkeypatch.setattr(store, "MERGE_BYTES", 1 << 16)
+        monkeypatch.setattr(converter, "LARGE_BATCH_BYTES", -1)
+        monkeypatch.setattr(converter, "LARGE_BATCH_MEMORY", 192 << 20)
     out = tmp_path / "out"
     batch.convert([CORPUS], out)
     assert small["strings"] > 500  # the largest batch's elided strings: the restore was exercised

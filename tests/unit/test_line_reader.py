@@ -11,18 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from batch import sql
-from batch.formats import claude_code, lines
-from batch.formats.claude_code import pass1
+from batch.formats import lines
 from batch.formats.lines import BOM, LINE_SCHEMA, read_lines
 from batch.sources.base import Stream
 from batch.sources.claude_code import discover
-from conftest import CORPUS
+from conftest import CORPUS, convert_streams
 
 ONE_SLICE = 1 << 40
 
@@ -206,10 +203,9 @@ def test_the_corpus_in_slices(corpus_streams, slice_bytes, monkeypatch):
 
 
 def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch):
-    # the converter decodes each read slice as it comes (pass 1): the lines of a stream that fails
+    # the converter hands each read slice to DuckDB as it comes: the lines of a stream that fails
     # after some of its slices went through leave no row, as when it cannot be read at all
     monkeypatch.setattr(lines, "READ_SLICE_BYTES", 256)
-    monkeypatch.setattr(pass1, "OBSERVE_SLICE_BYTES", 512)  # a chunk of pass 1: two read slices at most
 
     def text(session: str, n: int) -> bytes:
         return b"".join(
@@ -221,31 +217,29 @@ def test_the_converter_drops_a_stream_failing_after_its_first_slices(monkeypatch
         )
 
     good, bad = text("s1", 5), text("s2", 20)
-    chunks = 0
-    recover = pass1.recover
+    slices = 0
+    split = lines._slice_lines
 
     def counted(*args):
-        nonlocal chunks
-        chunks += 1  # once per chunk of pass 1
-        return recover(*args)
+        nonlocal slices
+        slices += 1
+        return split(*args)
 
-    monkeypatch.setattr(pass1, "recover", counted)
+    monkeypatch.setattr(lines, "_slice_lines", counted)
 
     def convert(fail_at: int):
-        con = duckdb.connect()
-        sql.define_macros(con)
         files = [
             stream("a.jsonl", good),
             FailingStream("b.jsonl", len(bad), "main", "s2", "s2", data=bad, fail_at=fail_at),
         ]
-        return claude_code.convert(con, files, tool_result_files=set())
+        return convert_streams(files)
 
     late = convert(len(bad) - 10)
-    assert chunks > 5  # the failing stream's first slices went through pass 1
+    assert slices > 5  # the failing stream's first slices went through
     early = convert(0)
-    assert late.skipped == early.skipped == [("b.jsonl", "cannot be read (Input/output error)")]
-    assert late.inputs == early.inputs and len(late.inputs) == 1
-    assert late.tables.keys() == early.tables.keys()
-    for name in late.tables:
-        assert_frame_equal(late.tables[name], early.tables[name], check_row_order=True)
-    assert late.tables["records"].height == 5
+    assert late[2] == early[2] == [("b.jsonl", "cannot be read (Input/output error)")]
+    assert late[1] == early[1] and len(late[1]) == 1
+    assert late[0].keys() == early[0].keys()
+    for name in late[0]:
+        assert_frame_equal(late[0][name], early[0][name], check_row_order=True)
+    assert late[0]["records"].height == 5

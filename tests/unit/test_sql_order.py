@@ -11,7 +11,7 @@ from conftest import SID, TEXT, assistant, uid, user, write_jsonl
 
 import batch
 from batch import sql
-from batch.formats.claude_code import pass2
+from batch.formats.claude_code import converter
 from batch.errors import SqlError
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
@@ -228,7 +228,7 @@ def test_a_batch_that_fails_after_its_hold_lets_the_others_run(monkeypatch, tmp_
         assert not _free_elsewhere()  # held here
         raise ZeroDivisionError
 
-    monkeypatch.setattr(pass2, "tool_calls", failing)
+    monkeypatch.setattr(converter, "_tool_calls", failing)
     with pytest.raises(ZeroDivisionError):
         batch.convert([folder], tmp_path / "out")
     # taken by this thread, alive throughout (a new thread can have the ident of the batch's, ended)
@@ -333,25 +333,3 @@ def test_a_concurrent_large_statement_runs_while_another_thread_holds(monkeypatc
         release.set()
         for cached in (sql.large, sql.concurrent, sql.held, sql.sorted_by):
             cached.cache_clear()
-
-
-def test_a_line_the_stage_in_duckdb_runs_otherwise_is_replaced_there_alone():
-    text = (
-        "with a as (\n"
-        "    select o.* exclude (json)  -- in duckdb: select o.*\n"
-        "    -- a comment that names -- in duckdb: stays a comment\n"
-        "        l.ord as native_ord,\t--   in duckdb: l.json as native,\n"
-        ")\n"
-    )
-    assert sql.in_duckdb_text(text) == (
-        "with a as (\n"
-        "    select o.*\n"
-        "    -- a comment that names -- in duckdb: stays a comment\n"
-        "        l.json as native,\n"
-        ")\n"
-    )
-    # every marked line of sql/ names what it replaces in a statement the present stage runs as is
-    for name in sql.names():
-        present, in_duckdb = sql.load(name), sql.in_duckdb_text(sql.load(name))
-        assert present.count("\n") == in_duckdb.count("\n")
-        assert ("-- in duckdb:" in present) == (present != in_duckdb), name

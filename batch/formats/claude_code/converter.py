@@ -1,183 +1,375 @@
-"""The converter of one batch of Claude Code streams: pass 1, the narrow stage, pass 2, then the
-statements of sql/batch/ over the whole batch (see the package's docstring)."""
+"""The converter of one batch of Claude Code streams: the batch kept in DuckDB tables from the
+hand-over of its lines to the writer (see the package's docstring).
+
+1. `_load`: the lines of each read slice (formats/lines.py) appended to `stage_lines`, blank lines
+   marked (Polars' Unicode white space), each line numbered in read order (`row_order`), and the
+   reduced text of a line whose long strings are elided beside it (transforms/elide.py).
+2. `_observe`: the envelope decode (sql/batch/observations.sql) of every line, once, classified
+   (sql/batch/classify.sql) into `observations`, with the line's text as `json`; the lines that are
+   not one object recovered (transforms/recover.py, on those lines alone) and decoded after them;
+   the lines then keep their text only where a later step reads it.
+3. `_narrow`: foreign files and versions, the subagents rebuilt from agent_progress copies, the inline
+   sidechains split, the observations numbered (`ord`) and named `classified`, then observation_index,
+   observation_keys, record_table and call_pairs.
+4. `_fold`: number_faults, records_full (a view: its texts are the observations'), parts, source
+   lines, rejects and tool calls over the whole batch: DuckDB spills what does not fit its limit.
+5. `_statements`: every other statement of sql/batch/, each into a table, beside another batch's
+   statements (the hold of the largest ones, sql.hold, ends here); after each, the tables no later
+   statement reads are let go of: an output table written, any other dropped.
+
+Each table is handed to the batch's writer as a `Relation` (run/task.py `BatchParts.add_relation`):
+as soon as no later statement reads it, or after the last one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
+from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from batch import sql
-from batch.formats.base import Converted
-from batch.formats.claude_code import narrow, pass1, pass2
-from batch.formats.claude_code import store as stored
-from batch.formats.claude_code.store import Store
+from batch.errors import SqlError
+from batch.formats.base import Converted, Relation
+from batch.formats.claude_code import streams
+from batch.formats.claude_code.streams import Narrowed
 from batch.formats.lines import LineChunks
-from batch.schema import TABLES, TABLES_BY_NAME
+from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Stream
 from batch.transforms.elide import Elided
+from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
 FORMAT = "claude-code-jsonl"
 # The batch's output and work tables; those not built by the steps in `convert` are built by the
 # sql/batch/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
-# Chunks of a batch's observations converted at once by pass 2 of the core (records_full, parts,
-# source_lines, number_faults, rejects: pass2.run), by the size of their JSON text, cut where no record's
-# live observations are on both sides (pass2.chunk_ends; docs/decisions/005-chunked-sessions.md).
-# An ordinary batch is one chunk.
-PASS2_CHUNK_BYTES = 64 << 20
-# A batch whose streams hold more bytes than this, more than a chunk of pass 2, keeps its wide rows in
-# a store (claude_code/store.py) instead of frames held to its end (docs/decisions/006-the-store.md).
-STORE_BYTES = PASS2_CHUNK_BYTES
+# A batch whose streams hold more bytes than this runs within DuckDB's memory limit LARGE_BATCH_MEMORY
+# (--memory-mb instead, when given), beyond which its tables spill to the run folder
+# (docs/decisions/007-one-large-session.md).
+LARGE_BATCH_BYTES = 64 << 20
+LARGE_BATCH_MEMORY = 768 << 20
+
+# the tables each view of the converter reads (a view is read as long as they are held)
+_VIEWS = {
+    "records_full": ("records_core", "classified"),
+    "batch_part_records": ("records_core", "classified"),
+    "observation_keys": ("classified", "observation_index"),
+    "batch_source_lines": ("source_lines",),
+    "batch_lines": ("stage_lines",),
+    "batch_rejects": ("stage_rejects",),
+}
+
+# what sql/batch/observations.sql reads of each object (`batch_objects`)
+_OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None,
+    write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None] | None = None,
 ) -> Converted:
-    """Convert the Claude Code streams of one batch into frames of the output and work tables."""
+    """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
+    tables on `con`. With `write(table, relation, restore)`, each table is written as soon as no later
+    statement reads it, and dropped; `restore`, when not None, puts the strings elided before the
+    decode back into each frame of it (transforms/elide.py). Without `write`, the relations are
+    returned as they are (unrestored), to read."""
+    # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
+    Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
     sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
-    files_frame = streams_frame(files)
+    files_frame = streams.streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
-    # a batch larger than a chunk of pass 2 keeps its wide rows in a store (claude_code/store.py)
-    store = Store(con) if sum(f.size for f in files) > STORE_BYTES else None
-    # long strings are elided before the decode and restored in the tables (transforms/elide.py);
-    # a batch converted again with its long lines rejected (sql.max_line) decodes its lines whole
-    elided = Elided() if sql.max_line(con) is None else None
-    decoded = pass1.decode(con, reader, store, elided)
-    stage = narrow.run(con, decoded, files_frame, store, PASS2_CHUNK_BYTES)
-    folded = pass2.run(
-        con, stage.classified, stage.rows_by_ord, stage.ends, decoded.lines, stage.rejects, stage.line_chunks,
-        stage.files_frame, stage.foreign, files, store, stage.keys,
-    )
-    sql.register(con, "batch_lines", decoded.lines)
-    sql.register(con, "batch_rejects", stage.rejects)
-    tables, per_file = _core_tables(con, stage, folded, store)
-    del folded
-    _run_steps(con, tables)
-    inputs, skipped = _inputs(files, reader, stage, per_file)
-    if elided is not None:
-        tables = {name: elided.restore(value) for name, value in tables.items()}
+    # a large batch runs within a memory limit, beyond which its tables spill (sql.release resets it)
+    if sql.memory_limit(con) is None and sum(f.size for f in files) > LARGE_BATCH_BYTES:
+        con.execute(f"set memory_limit = '{LARGE_BATCH_MEMORY >> 20} MiB'")
+    # long strings are elided before the decode and restored as the tables are written
+    # (transforms/elide.py); a batch converted again with its long lines rejected decodes them whole
+    max_line = sql.max_line(con)
+    elided = Elided() if max_line is None else None
+    _load(con, reader, elided)
+    _observe(con, max_line, elided)
+    narrowed, files_frame = _narrow(con, reader.failed, files_frame)
+    _fold(con, files_frame, narrowed.foreign, files)
+    tables = {name: Relation(name) for name in ("number_faults", "source_lines", "rejects")}
+    tables.update(records=Relation("records_full"), parts=Relation("batch_parts"), tool_calls=Relation("batch_tool_calls"))
+    per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
+    _statements(con, tables, None if write is None else lambda table, relation: write(table, relation, _restore(elided)))
+    inputs, skipped = streams.inputs(files, reader, narrowed, per_file)
     return Converted(tables, inputs, skipped)
 
 
-def _core_tables(
-    con: duckdb.DuckDBPyConnection, stage: narrow.Narrowed, folded: tuple, store: Store | None
-) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
-    """The batch's core tables from pass 2's frames (`folded`), registered for the statements after
-    it, and the count of source lines per file."""
-    number_faults, records, parts, source_lines, rejects_out = folded
-    classified, stage.classified = stage.classified, None  # replaced below: its content is freed
-    # message.content (decoded, about a fifth of the batch's text) was read by records_full and parts;
-    # the later statements read it on compact summaries alone (compactions.sql), as summary_content:
-    # a later statement reading classified.content fails by name instead of reading nulls
-    if store is not None:  # the same relations over the store; its large tables are read back a piece at a time, sorted
-        stored.classified_view(con, summary_content=True)
-        stored.tool_calls(con, store)
-        tables = {
-            "number_faults": number_faults,
-            "records": store.merged("records_pieces", pass2.RECORDS_ORDER, TABLES_BY_NAME["records"].names),
-            "parts": store.merged("parts_pieces", sql.sorted_by("parts"), TABLES_BY_NAME["parts"].names),
-            "tool_calls": store.read("batch_tool_calls"),
-            "source_lines": store.merged("source_lines_pieces", sql.sorted_by("source_lines_out")),
-            "rejects": rejects_out,
-        }
-        return tables, dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
-    sql.register(con, "records_full", records)
-    sql.register(con, "batch_parts", parts)
-    classified = classified.with_columns(summary_content=pl.when(pl.col("is_compact_summary")).then("content")).drop("content")
-    sql.register(con, "classified", classified)
-    tables = {
-        "number_faults": number_faults,
-        "records": records.select(TABLES_BY_NAME["records"].names),  # records_full is wider: fact tables read the rest
-        # the block's JSON stays in its line (native_path), and source_ord names that line in the batch
-        "parts": parts.select(TABLES_BY_NAME["parts"].names),
-        "tool_calls": pass2.tool_calls(con, records, parts),
-        "source_lines": source_lines,
-        "rejects": rejects_out,
-    }
-    sql.register(con, "batch_source_lines", tables["source_lines"])
-    sql.register(con, "batch_tool_calls", tables["tool_calls"])
-    return tables, dict(tables["source_lines"].group_by("source_file").len().iter_rows())
+def _restore(elided: Elided | None) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
+    """What puts the elided strings back into a frame of a table written, None when none was elided."""
+    if elided is None or not elided.rests:
+        return None
+    return lambda frame: next(elided.restore([frame]))
 
 
-def _run_steps(con: duckdb.DuckDBPyConnection, tables: dict[str, pl.DataFrame]) -> None:
-    """Add to `tables` the batch's output and work tables that the sql/batch/ statements build."""
+def _load(con: duckdb.DuckDBPyConnection, reader: LineChunks, elided: Elided | None) -> None:
+    """Append the lines of each read slice to `stage_lines`: the one hand-over of the batch's text.
+    `elided`: a line whose long strings it elides keeps its reduced text beside it (`elided`, null for
+    every other line), which the decode reads."""
+    rows = 0
+    con.execute(
+        "create temp table stage_lines (file_idx integer, line bigint, byte_offset bigint, byte_length bigint, "
+        "text varchar, raw blob, utf8_ok boolean, has_newline boolean, is_blank boolean, row_order bigint, "
+        "elided varchar)"
+    )
+    for piece in reader:
+        piece = piece.with_columns(
+            is_blank=streams.BLANK, row_order=pl.int_range(pl.len(), dtype=pl.Int64) + rows,
+            elided=_reduced(elided, piece.get_column("text")),
+        )
+        rows += piece.height
+        sql.register(con, "stage_piece", piece)
+        con.execute("insert into stage_lines select * from stage_piece")
+        con.unregister("stage_piece")
+    con.execute(
+        "create temp table line_counts as select file_idx, count(*) filter (not is_blank) as lines, "
+        "count(*) filter (is_blank) as blank_lines from stage_lines group by file_idx"
+    )
+
+
+def _reduced(elided: Elided | None, texts: pl.Series) -> pl.Series:
+    """The texts `elided` reduces, null where a text is kept as it is."""
+    reduced = texts if elided is None else elided.reduce(texts)
+    if reduced is texts:  # the common case: no text is long enough to be looked at
+        return pl.repeat(None, len(texts), dtype=pl.String, eager=True)
+    return pl.select(pl.when(reduced != texts).then(reduced)).to_series()
+
+
+def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: bool) -> None:
+    """Decode the envelope of each object of the relation `objects` (obj_idx, file_idx, line, sub,
+    json; obj_idx numbers it in read order) with sql/batch/observations.sql, and classify it
+    (sql/batch/classify.sql), into the table `into` (created, or appended to): the observations'
+    columns, the object's text as `json`, `sidechain_root` (null: the sidechain split sets it),
+    `row_order` (obj_idx) and the classification. The objects that are not one JSON object are left
+    out, after the decode: a filter on it would be pushed below it and parse every text twice."""
+    con.execute(f"create or replace temp view batch_objects as select {_OBJECT_COLUMNS} from {objects}")
+    con.execute(
+        "create or replace temp view observed as "
+        "select * exclude (obj_idx, is_object), null::varchar as sidechain_root, obj_idx as row_order, is_object "
+        f"from ({sql.load('observations')})"
+    )
+    target = into if create else "stage_added"
+    try:
+        con.execute(f"create temp table {target} as {sql.load('classify')}")
+    except duckdb.Error as exc:
+        raise SqlError(f"sql/batch/observations.sql or sql/batch/classify.sql failed: {exc}") from exc
+    con.execute(f"delete from {target} where not is_object")
+    con.execute(f"alter table {target} drop column is_object")
+    if not create:
+        con.execute(f"insert into {into} select * from {target}")
+        con.execute(f"drop table {target}")
+    con.execute("drop view observed")
+    con.execute("drop view batch_objects")
+
+
+def _observe(con: duckdb.DuckDBPyConnection, max_line: int | None, elided: Elided | None) -> None:
+    """Decode every non-blank line (`observations`; its reduced text where `elided` reduced it),
+    recover the lines that are not one object (their objects reduced too), and gather the rejects
+    (`stage_rejects`)."""
+    too_long = "false" if max_line is None else f"byte_length > {int(max_line)}"
+    con.execute(
+        "create or replace temp view line_objects as select row_order as obj_idx, file_idx, line, null::bigint as sub, "
+        f"coalesce(elided, text) as json, row_order from stage_lines where not is_blank and not ({too_long})"
+    )
+    _decode(con, "line_objects", "observations", create=True)
+    # the lines that are not one JSON object, few: recovered in Python, line by line (`}{` lines)
+    not_objects = con.sql(
+        f"select file_idx, line, text, has_newline from stage_lines where not is_blank and not ({too_long}) "
+        "and row_order not in (select row_order from observations) order by row_order"
+    ).pl()
+    con.execute("drop view line_objects")
+    objects, rejects = recover(not_objects)
+    if max_line is not None:
+        rejects = pl.concat([rejects, streams.too_long_rejects(con.sql(
+            f"select file_idx, line, byte_length from stage_lines where not is_blank and {too_long}"
+        ).pl())]).sort("file_idx", "line")
+    sql.register(con, "batch_rejects", rejects.cast(REJECT_SCHEMA))
+    con.execute("create temp table stage_rejects as select * from batch_rejects")
+    con.unregister("batch_rejects")
+    if not objects.is_empty():
+        if elided is not None:
+            objects = objects.with_columns(json=elided.reduce(objects.get_column("json")))
+        _add_objects(con, objects.cast(OBJECT_SCHEMA))
+    # the observations hold the decoded lines' text now: the lines keep it where a later step reads
+    # it, the rejected lines and the first line of each file (a foreign file's first bytes)
+    con.execute(
+        "create temp table lines_kept as select * exclude (elided) replace (case when line = 1 or (file_idx, line) in "
+        "(select (file_idx, line) from stage_rejects) then text end as text) from stage_lines order by row_order"
+    )
+    con.execute("drop table stage_lines")
+    con.execute("alter table lines_kept rename to stage_lines")
+
+
+def _add_objects(con: duckdb.DuckDBPyConnection, objects: pl.DataFrame) -> None:
+    """Decode and classify `objects` (OBJECT_SCHEMA) into `observations`, after its rows."""
+    after = con.sql("select coalesce(max(row_order), -1) + 1 from (select row_order from observations "
+                    "union all select row_order from stage_lines)").fetchall()[0][0]
+    numbered = objects.with_columns(row_order=pl.int_range(pl.len(), dtype=pl.Int64) + after)
+    sql.register(con, "stage_objects", numbered.with_columns(obj_idx=pl.col("row_order")))
+    _decode(con, "stage_objects", "observations", create=False)
+    con.unregister("stage_objects")
+
+
+def _narrow(con: duckdb.DuckDBPyConnection, failed: list[int], files_frame: pl.DataFrame) -> tuple[Narrowed, pl.DataFrame]:
+    """Foreign files, versions, the rebuilt subagents, the sidechain split and `ord`, then the
+    statements that relate the observations."""
+    if failed:  # a stream that failed to be read to its end is as if it could not be read at all
+        listed = ", ".join(str(int(i)) for i in failed)
+        for table in ("stage_lines", "observations", "stage_rejects", "line_counts"):
+            con.execute(f"delete from {table} where file_idx in ({listed})")
+    # per file, the versions its lines name, in the order they first appear
+    versions = dict(con.sql(
+        "select file_idx, coalesce(list(version order by first) filter (where version is not null), []) "
+        "from (select file_idx, version, min(row_order) as first from observations group by all) group by file_idx"
+    ).fetchall())
+    blank_counts = dict(con.sql("select file_idx, blank_lines from line_counts").fetchall())
+    # A file in which no line is a typed JSON object is foreign input: reported once, not per line.
+    foreign = con.sql(
+        "select file_idx from line_counts where lines > 1 and file_idx not in "
+        "(select file_idx from observations where native_type is not null) order by file_idx"
+    ).pl().get_column("file_idx")
+    files_frame = files_frame.with_columns(is_foreign=pl.col("file_idx").is_in(foreign.implode()))
+    if not foreign.is_empty():
+        listed = ", ".join(str(int(i)) for i in foreign)
+        for table in ("observations", "stage_rejects"):
+            con.execute(f"delete from {table} where file_idx in ({listed})")
+    sql.register(con, "batch_files", files_frame)
+    files_frame = _rebuild_from_progress(con, files_frame)
+    _split_sidechains(con)
+    # ord: the position in the batch, by (file_rank, file_idx, line, sub; a null sub first), rows with
+    # equal keys in the order they were decoded
+    con.execute("alter table observations add column ord bigint")
+    con.execute(
+        "update observations as o set ord = k.ord from (select row_order, row_number() over "
+        "(order by file_rank, file_idx, line, sub nulls first, row_order) as ord from observations) as k "
+        "where o.row_order = k.row_order"
+    )
+    con.execute("alter table observations drop column row_order")
+    con.execute("alter table observations rename to classified")
+    sql.materialize(con, "observation_index")
+    sql.view(con, "observation_keys")
+    sql.materialize(con, "record_table")
+    sql.materialize(con, "call_pairs")
+    return Narrowed(foreign, versions, blank_counts), files_frame
+
+
+def _rebuild_from_progress(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame) -> pl.DataFrame:
+    """Rebuild the subagent streams whose transcript is absent from their agent_progress copies, as
+    virtual files (streams.virtual_files): their objects are decoded into `observations`."""
+    copies = sql.frame(con, "progress_copies")
+    if copies.is_empty():
+        return files_frame
+    files_frame, objects = streams.virtual_files(copies, files_frame)
+    sql.register(con, "batch_files", files_frame)
+    _add_objects(con, objects)
+    return files_frame
+
+
+def _split_sidechains(con: duckdb.DuckDBPyConnection) -> None:
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root (sql/batch/sidechain_roots.sql)."""
+    sql.materialize(con, "sidechain_roots")
+    con.execute(
+        "update observations as o set session_key = o.session_key || '/sidechain-' || r.root_uuid, "
+        "stream_kind = 'sidechain', sidechain_root = r.root_uuid from sidechain_roots as r "
+        "where o.file_idx = r.file_idx and o.line = r.line and o.sub is not distinct from r.sub"
+    )
+    con.execute("drop table sidechain_roots")
+
+
+def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl.Series, files: list[Stream]) -> None:
+    """number_faults, records_full with its texts, parts, source lines, rejects and tool calls over the
+    whole batch, each a table of the same name."""
+    con.execute(
+        "create or replace temp view batch_lines as select file_idx, line, byte_offset, byte_length, text, raw, "
+        "utf8_ok, has_newline from stage_lines where not is_blank"
+    )
+    con.execute("create or replace temp view batch_rejects as select * from stage_rejects")
+    sql.materialize(con, "number_faults")
+    sql.materialize(con, "records_full")  # its texts named by ord
+    con.execute("alter table records_full rename to records_core")
+    con.execute(
+        "create temp view records_full as select r.* exclude (native_ord, tool_use_result_ord), n.json as native, "
+        "t.tool_use_result from records_core as r left join classified as n on n.ord = r.native_ord "
+        "left join classified as t on t.ord = r.tool_use_result_ord"
+    )
+    con.execute("create or replace temp view batch_part_records as select record_id from records_full")
+    sql.materialize(con, "parts")
+    con.execute("alter table parts rename to batch_parts")
+    sql.materialize(con, "source_lines_out")
+    con.execute("alter table source_lines_out rename to source_lines")
+    con.execute("create or replace temp view batch_source_lines as select * from source_lines")
+    # rejects: the rejected lines and each foreign file, from a few lines' text
+    lines = con.sql(
+        "select * exclude (is_blank, row_order) from stage_lines where not is_blank "
+        "and (line = 1 or (file_idx, line) in (select (file_idx, line) from stage_rejects))"
+    ).pl()
+    rejects = con.table("stage_rejects").pl()
+    sql.register(con, "rejects_frame", streams.rejects_out(lines, rejects, files_frame, foreign, files))
+    con.execute("create temp table rejects as select * from rejects_frame")
+    con.unregister("rejects_frame")
+    # message.content is read by records_full and parts alone; compact summaries keep it (compactions.sql)
+    con.execute("alter table classified add column summary_content varchar")
+    con.execute("update classified set summary_content = content where is_compact_summary")
+    con.execute("alter table classified drop column content")
+    _tool_calls(con)
+
+
+def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
+    """sql/batch/tool_calls.sql with the JSON texts it names: a model call's input (its block in parts)
+    and its result's toolUseResult (its record), joined in by the keys tool_calls.sql gives."""
+    sql.materialize(con, "tool_calls")
+    names = [n for n, in con.sql("select column_name from (describe tool_calls)").fetchall() if n != "call_part_index"]
+    shown = ", ".join(
+        {"input": "coalesce(c.input, p.tool_input) as input",
+         "result_native": "coalesce(c.result_native, r.tool_use_result) as result_native"}.get(n, f'c."{n}"')
+        for n in names
+    )
+    con.execute(
+        "create temp table batch_tool_calls as select " + shown + " from "
+        "(select *, rowid as call_row from tool_calls) as c "
+        "left join batch_parts as p on p.session_key = c.session_key and p.record_id = c.call_record_id "
+        "and p.part_index = c.call_part_index "
+        "left join records_full as r on r.session_key = c.session_key and r.record_id = c.result_record_id "
+        "order by c.call_row"
+    )
+    con.execute("drop table tool_calls")
+
+
+def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation], write: Callable[[str, str], None] | None) -> None:
+    """Add to `tables` the batch's output and work tables that the other sql/batch/ statements build,
+    each run into a table. After each statement, the tables no later one reads are let go of: an
+    output table written (with `write`; else left in `tables`), any other dropped."""
     sql_files = set(sql.names())
     targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
     steps = sql.order(targets, given=sql.defined(con))
-    read = {dep for name in steps for dep in sql.reads(name)}
-    for name in steps:
-        if name in read:
-            # read by later steps: computed once per batch into a temporary table (as a view,
-            # every reader planned and ran it again)
-            sql.materialize(con, name)
-            if name in targets:
-                tables[name] = con.table(name).pl()
-        else:
-            tables[name] = sql.frame(con, name)
+    last = {}  # each table: the last step that reads it
+    for i, name in enumerate(steps):
+        for read in sql.reads(name):
+            last.update(dict.fromkeys(_VIEWS.get(read, (read,)), i))
+    held = {n for n, in con.sql("select table_name from duckdb_tables() where temporary").fetchall()}
 
+    def let_go(done: int) -> None:
+        for table, relation in list(tables.items()):
+            if write is not None and all(last.get(t, -1) <= done for t in _VIEWS.get(relation.name, (relation.name,))):
+                write(table, tables.pop(table).name)
+        kept = {t for relation in tables.values() for t in _VIEWS.get(relation.name, (relation.name,))}
+        for name in sorted(held - kept):
+            if last.get(name, -1) <= done:
+                con.execute(f'drop table "{name}"')
+                held.discard(name)
 
-def _inputs(
-    files: list[Stream], reader: LineChunks, stage: narrow.Narrowed, per_file: dict[str, int]
-) -> tuple[list[dict], list[tuple[str, str]]]:
-    """The manifest's entry of each stream read, and the streams that could not be read."""
-    foreign = set(stage.foreign.to_list())
-    inputs = [
-        {
-            "path": f.name,
-            **({"provenance": list(f.provenance)} if f.provenance else {}),
-            "size": reader.sizes[i],
-            "sha256": reader.digests[i].result(),
-            "session_key": f.session_key,
-            "stream_kind": f.stream_kind,
-            "lines": per_file.get(f.name, 0),
-            "versions": stage.versions.get(i, []),
-            "blank_lines": stage.blank_counts.get(i, 0),
-            "status": "foreign" if i in foreign else ("empty" if reader.sizes[i] == 0 else "converted"),
-            **({"byte_order_mark": True} if reader.boms[i] else {}),
-        }
-        for i, f in enumerate(files)
-        if reader.errors[i] is None
-    ]
-    skipped = [(f.name, error) for f, error in zip(files, reader.errors) if error is not None]
-    return inputs, skipped
-
-
-def streams_frame(files: list[Stream]) -> pl.DataFrame:
-    # Several files can hold the same stream (copies of one session): the largest ranks first.
-    ranked = sorted(range(len(files)), key=lambda i: (files[i].session_key, -files[i].size, files[i].name))
-    rank: dict[int, int] = {}
-    previous, r = None, 0
-    for i in ranked:
-        r = r + 1 if files[i].session_key == previous else 0
-        previous = files[i].session_key
-        rank[i] = r
-    return pl.DataFrame(
-        {
-            "file_idx": list(range(len(files))),
-            "source_file": [f.name for f in files],
-            "session_key": [f.session_key for f in files],
-            "session_id": [f.session_id for f in files],
-            "stream_kind": [f.stream_kind for f in files],
-            "parent_session_id": [f.parent_session_id for f in files],
-            "agent_id": [f.agent_id for f in files],
-            "sidecar": [f.sidecar for f in files],
-            "content_level": [f.content_level for f in files],
-            "producer_source": [f.producer_source for f in files],
-            "file_rank": [rank[i] for i in range(len(files))],
-            # positions in a second copy of a stream's file are told apart by a prefix
-            "position_prefix": [f"copy{rank[i]}:" if rank[i] else "" for i in range(len(files))],
-            "record_source": ["transcript"] * len(files),
-            "meta": [f.meta for f in files],
-        },
-        schema={
-            "file_idx": pl.Int32, "source_file": pl.String, "session_key": pl.String, "session_id": pl.String,
-            "stream_kind": pl.String, "parent_session_id": pl.String, "agent_id": pl.String,
-            "sidecar": pl.String, "content_level": pl.String, "producer_source": pl.String,
-            "file_rank": pl.Int32, "position_prefix": pl.String, "record_source": pl.String,
-            "meta": pl.String,
-        },
-    )
+    # the largest statements are done (records_full's hold, sql.hold): from here the statements and
+    # the writes run beside another batch's, each table let go of as soon as it can be
+    sql.unhold()
+    let_go(-1)
+    for i, name in enumerate(steps):
+        sql.materialize(con, name)
+        held.add(name)
+        if name in targets:
+            tables[name] = Relation(name)
+        let_go(i)

@@ -1,10 +1,9 @@
 -- classify: decoded observations with their ASR record kind, author, origin, via, trigger and peer
--- columns, as batch/transforms/classify.py shapes them (the same rules, the same column order: the
--- new columns after the observation's, is_compact_summary replaced where it is).
+-- columns (the new columns after the observation's, is_compact_summary replaced where it is).
 -- Who wrote a message is read from origin.kind, isMeta and the text markers, not from the record
 -- type (registry entry, "Who wrote a message"); where no marker says, author stays null.
--- A text marker is tested on text_head without its leading Unicode white space, as Polars'
--- str.strip_chars_start strips it (RE2's \s alone is ASCII).
+-- A text marker is tested on text_head without its leading Unicode white space (the White_Space
+-- characters: RE2's \s alone is ASCII).
 -- reads: observed
 with obs as (
     select
