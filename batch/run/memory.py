@@ -25,10 +25,10 @@ DEFAULT_BATCH_BYTES = 48 << 20
 DEFAULT_WORKERS = 2
 # Peak memory of one session converted alone: at most about BASE + FACTOR x its input, without a
 # memory limit; a session larger than LARGE_BATCH_BYTES runs within DuckDB's limit LARGE_BATCH_MEMORY
-# and peaks below LARGE_MEMORY_BASE + its input (docs/decisions/007-one-large-session.md).
-BATCH_MEMORY_BASE = 128 << 20
-BATCH_MEMORY_FACTOR = 8
-LARGE_MEMORY_BASE = 1 << 30
+# and peaks below LARGE_SESSION_MEMORY whatever its size (docs/decisions/007-one-large-session.md).
+BATCH_MEMORY_BASE = 384 << 20
+BATCH_MEMORY_FACTOR = 7
+LARGE_SESSION_MEMORY = 1536 << 20
 # DuckDB's memory limit in the final stage, which builds the cross-session tables over every part:
 # its joins and sorts spill to the run folder beyond it, so the driver's memory does not grow with the
 # archive (docs/performance.md, "The final stage at scale")
@@ -82,7 +82,7 @@ def size_text(n: int) -> str:
 def large_session_memory(size: int) -> int:
     """Peak memory, about, of converting one session group of `size` bytes alone."""
     if size > LARGE_BATCH_BYTES:
-        return LARGE_MEMORY_BASE + size
+        return LARGE_SESSION_MEMORY
     return BATCH_MEMORY_BASE + BATCH_MEMORY_FACTOR * size
 
 

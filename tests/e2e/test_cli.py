@@ -63,8 +63,8 @@ def test_a_session_larger_than_a_batch_is_one_warning_line(capsys, src, out):
     assert code == 0, err
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Warning: 1 session holds more than the batch size (1 MiB)"), err
-    assert f"{SID} (2.0 MiB)" in lines[0] and "needs roughly 144 MiB of memory." in lines[0]
-    assert "available" not in lines[0]  # this machine has more than 144 MiB free
+    assert f"{SID} (2.0 MiB)" in lines[0] and "needs roughly 398 MiB of memory." in lines[0]  # 384 + 7 x 2
+    assert "available" not in lines[0]  # this machine has more than 398 MiB free
     assert "Converted 1 files" in stdout
     code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--batch-mb", "1", "-q")
     assert (code, stdout, err) == (0, "", "")
@@ -78,7 +78,7 @@ def test_a_session_larger_than_the_free_memory_is_told(capsys, src, out, monkeyp
     code, stdout, err = invoke(capsys, "convert", str(src), "--out", str(out), "--batch-mb", "1")
     assert code == 0, err
     assert err.splitlines()[0].endswith(
-        "needs roughly 144 MiB of memory. This machine has about 100 MiB available: the conversion may run out of memory."
+        "needs roughly 398 MiB of memory. This machine has about 100 MiB available: the conversion may run out of memory."
     ), err
 
 
