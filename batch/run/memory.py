@@ -29,6 +29,9 @@ DEFAULT_WORKERS = 2
 BATCH_MEMORY_BASE = 384 << 20
 BATCH_MEMORY_FACTOR = 7
 LARGE_SESSION_MEMORY = 1536 << 20
+# DuckDB's temporary files of a session larger than LARGE_BATCH_BYTES, in the run folder: up to about
+# this many times its size (the 1,026 MiB session: 3.9 GB; docs/decisions/007-one-large-session.md)
+LARGE_SESSION_DISK_FACTOR = 4
 # DuckDB's memory limit in the final stage, which builds the cross-session tables over every part:
 # its joins and sorts spill to the run folder beyond it, so the driver's memory does not grow with the
 # archive (docs/performance.md, "The final stage at scale")
@@ -53,7 +56,9 @@ def large_groups_message(large: list[list[Unit]], batch_bytes: int, memory_limit
     )
     stored = (
         f" A session of more than {LARGE_BATCH_BYTES >> 20} MiB is converted with DuckDB's memory limited to "
-        f"{(memory_limit or LARGE_BATCH_MEMORY) >> 20} MiB (--memory-mb), in which a line of more than about "
+        f"{(memory_limit or LARGE_BATCH_MEMORY) >> 20} MiB (--memory-mb), beyond which its tables spill into the "
+        f"output's run folder (the largest: up to about {size_text(LARGE_SESSION_DISK_FACTOR * biggest)} of disk), "
+        "and in which a line of more than about "
         f"{largest_line(memory_limit or LARGE_BATCH_MEMORY) >> 20} MB does not fit unless most of it is in strings of "
         f"{elide.ELIDE_CHARS >> 20} MiB or more (a file read back, an image: those convert at any length): such a "
         "line is then rejected (rejects line_too_long, its bytes kept), the rest of its session converts, and the "

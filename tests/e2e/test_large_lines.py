@@ -191,6 +191,7 @@ def test_the_warning_before_a_stored_session_says_a_long_line_may_not_fit():
     unit = Unit("big", 100 << 20, lambda: Loaded(), label="big")
     message = batch.run.memory.large_groups_message([[unit]], 48 << 20)
     assert "DuckDB's memory limited to 768 MiB (--memory-mb)" in message
+    assert "(the largest: up to about 400 MiB of disk)" in message  # 4 x 100 MiB
     assert f"a line of more than about {768 // batch.run.memory.LINE_MEMORY_FACTOR} MB does not fit unless most of it " \
         "is in strings of 1 MiB or more" in message
     assert "rejects line_too_long, its bytes kept" in message
