@@ -346,10 +346,10 @@ def codex_responses(objects: list[dict]) -> list[dict]:
     return out
 
 
-def convert_streams(files: list, monkeypatch: pytest.MonkeyPatch | None = None, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
+def convert_streams(files: list, **constants) -> tuple[dict[str, pl.DataFrame], list, list]:
     """The Claude Code converter (formats/claude_code/converter.py) run on `files` on a DuckDB
     connection of its own, with the converter's constants given set for the call: its tables as
-    frames (read from the relations it leaves), its inputs and its skipped streams."""
+    frames (read from each relation it hands over to be written), its inputs and its skipped streams."""
     import tempfile
 
     import duckdb
@@ -362,8 +362,13 @@ def convert_streams(files: list, monkeypatch: pytest.MonkeyPatch | None = None, 
         con = duckdb.connect()
         con.execute("set temp_directory = $path", {"path": tempfile.mkdtemp()})
         sql.define_macros(con)
-        result = converter.convert(con, files, tool_result_files=set())
-        tables = {name: con.sql(f'select * from "{relation.name}"').pl() for name, relation in result.tables.items()}
+        tables = {}
+
+        def write(name, relation, restore):
+            frame = con.sql(f'select * from "{relation}"').pl()
+            tables[name] = frame if restore is None else restore(frame)
+
+        result = converter.convert(con, files, tool_result_files=set(), write=write)
         con.close()
     return tables, result.inputs, result.skipped
 

@@ -10,7 +10,7 @@ reuse state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from dataclasses import dataclass
@@ -145,25 +145,28 @@ class RowsByGroup:
     def add(self, label: str, data: pl.DataFrame | pa.Table) -> None:
         names, height = (data.column_names, data.num_rows) if isinstance(data, pa.Table) else (data.columns, data.height)
         keys = tuple(c for c in CARVE_KEYS if c in names)
-        if not height:
-            self.rows.setdefault(label, [0] * len(self.groups))
-        elif not keys:
-            self.told = False
-        elif self.told:
+
+        def counted() -> pl.DataFrame:
             frame = pl.from_arrow(data.select(keys)) if isinstance(data, pa.Table) else data.select(keys)
-            distinct = frame.group_by(keys).agg(pl.len().alias("_n")).with_columns(_t=pl.lit(label))
-            self.keyed.setdefault(keys, []).append(distinct)
+            return frame.group_by(keys).agg(pl.len().alias("_n"))
+
+        self._add(label, keys, not height, counted)
 
     def add_counted(self, label: str, counted: pl.DataFrame) -> None:
         """`add` of a part's rows given as the count (`_n`) of each distinct value of its key columns
         (a column `no_key` alone when it has none), as the part's relation in DuckDB counts them."""
         keys = tuple(c for c in CARVE_KEYS if c in counted.columns)
-        if counted.is_empty():
+        self._add(label, keys, counted.is_empty(), lambda: counted)
+
+    def _add(self, label: str, keys: tuple[str, ...], empty: bool, counted: Callable[[], pl.DataFrame]) -> None:
+        """A part's rows: none (its count per group is 0), rows without key columns (no row's group
+        can be told), or the count of each distinct value of `keys` (`counted()`)."""
+        if empty:
             self.rows.setdefault(label, [0] * len(self.groups))
         elif not keys:
             self.told = False
         elif self.told:
-            self.keyed.setdefault(keys, []).append(counted.with_columns(_t=pl.lit(label)))
+            self.keyed.setdefault(keys, []).append(counted().with_columns(_t=pl.lit(label)))
 
     def result(self, maps: tuple[dict, dict[str, str]] | None) -> dict[str, list[int]] | None:
         """Each part's rows per group, in the order of the groups (sorted), given the group of each

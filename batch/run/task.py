@@ -25,7 +25,6 @@ import pyarrow as pa
 
 from batch import reuse, sql
 from batch.formats import claude_code
-from batch.formats.base import Relation
 from batch.incremental import carving
 from batch.incremental.state import InputEntries
 from batch.run.memory import Stop, connect
@@ -157,12 +156,8 @@ def convert_on(
             # the Claude Code converter writes each of its tables from DuckDB as soon as it is done
             writes = {"write": partial(parts.add_relation, con)} if name == claude_code.FORMAT else {}
             converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher, **writes)
-            # the tables left in DuckDB are written from there first (the statements are done: the other
-            # batches may run theirs, sql.hold); then what the connection holds (registered frames,
-            # temporary tables and the memory DuckDB keeps for reuse) is released
-            sql.unhold()
-            for table in [t for t, rows in converted.tables.items() if isinstance(rows, Relation)]:
-                parts.add_relation(con, table, converted.tables.pop(table).name)
+            # the statements are done: what the connection holds (registered frames, temporary tables and
+            # the memory DuckDB keeps for reuse) is released before the frames are written
             sql.release(con)
             for table in list(converted.tables):
                 parts.add(table, converted.tables.pop(table))  # each frame released once written

@@ -17,8 +17,8 @@ hand-over of its lines to the writer (see the package's docstring).
    statements (the hold of the largest ones, sql.hold, ends here); after each, the tables no later
    statement reads are let go of: an output table written, any other dropped.
 
-Each table is handed to the batch's writer as a `Relation` (run/task.py `BatchParts.add_relation`):
-as soon as no later statement reads it, or after the last one.
+Each table is handed to the batch's writer by the name of its relation (run/task.py
+`BatchParts.add_relation`): as soon as no later statement reads it, or after the last one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import polars as pl
 
 from batch import sql
 from batch.errors import SqlError
-from batch.formats.base import Converted, Relation
+from batch.formats.base import Converted
 from batch.formats.claude_code import streams
 from batch.formats.claude_code.streams import Narrowed
 from batch.formats.lines import LineChunks
@@ -68,13 +68,12 @@ _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 def convert(
     con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None,
-    write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None] | None = None,
+    write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None],
 ) -> Converted:
     """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
-    tables on `con`. With `write(table, relation, restore)`, each table is written as soon as no later
-    statement reads it, and dropped; `restore`, when not None, puts the strings elided before the
-    decode back into each frame of it (transforms/elide.py). Without `write`, the relations are
-    returned as they are (unrestored), to read."""
+    tables on `con`, each handed to `write(table, relation, restore)` as soon as no later statement
+    reads it, then dropped; `restore`, when not None, puts the strings elided before the decode back
+    into each frame of it (transforms/elide.py). The tables returned are none: every one is written."""
     # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
     Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
@@ -92,12 +91,13 @@ def convert(
     _observe(con, max_line, elided)
     narrowed, files_frame = _narrow(con, reader.failed, files_frame)
     _fold(con, files_frame, narrowed.foreign, files)
-    tables = {name: Relation(name) for name in ("number_faults", "source_lines", "rejects")}
-    tables.update(records=Relation("records_full"), parts=Relation("batch_parts"), tool_calls=Relation("batch_tool_calls"))
+    # each output table built so far, by the name of its relation
+    tables = {name: name for name in ("number_faults", "source_lines", "rejects")}
+    tables.update(records="records_full", parts="batch_parts", tool_calls="batch_tool_calls")
     per_file = dict(con.sql("select source_file, count(*) from batch_source_lines group by source_file").fetchall())
-    _statements(con, tables, None if write is None else lambda table, relation: write(table, relation, _restore(elided)))
+    _statements(con, tables, lambda table, relation: write(table, relation, _restore(elided)))
     inputs, skipped = streams.inputs(files, reader, narrowed, per_file)
-    return Converted(tables, inputs, skipped)
+    return Converted({}, inputs, skipped)
 
 
 def _restore(elided: Elided | None) -> Callable[[pl.DataFrame], pl.DataFrame] | None:
@@ -340,10 +340,10 @@ def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("drop table tool_calls")
 
 
-def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation], write: Callable[[str, str], None] | None) -> None:
-    """Add to `tables` the batch's output and work tables that the other sql/batch/ statements build,
-    each run into a table. After each statement, the tables no later one reads are let go of: an
-    output table written (with `write`; else left in `tables`), any other dropped."""
+def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, str], write: Callable[[str, str], None]) -> None:
+    """Build the batch's output and work tables that the other sql/batch/ statements build, each
+    run into a table. After each statement, the tables no later one reads are let go of: an output
+    table (of `tables`, or built here) written with `write`, any other dropped."""
     sql_files = set(sql.names())
     targets = [name for name in BATCH_OUTPUTS if name not in tables and name in sql_files]
     steps = sql.order(targets, given=sql.defined(con))
@@ -355,9 +355,9 @@ def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation], wri
 
     def let_go(done: int) -> None:
         for table, relation in list(tables.items()):
-            if write is not None and all(last.get(t, -1) <= done for t in _VIEWS.get(relation.name, (relation.name,))):
-                write(table, tables.pop(table).name)
-        kept = {t for relation in tables.values() for t in _VIEWS.get(relation.name, (relation.name,))}
+            if all(last.get(t, -1) <= done for t in _VIEWS.get(relation, (relation,))):
+                write(table, tables.pop(table))
+        kept = {t for relation in tables.values() for t in _VIEWS.get(relation, (relation,))}
         for name in sorted(held - kept):
             if last.get(name, -1) <= done:
                 con.execute(f'drop table "{name}"')
@@ -371,5 +371,5 @@ def _statements(con: duckdb.DuckDBPyConnection, tables: dict[str, Relation], wri
         sql.materialize(con, name)
         held.add(name)
         if name in targets:
-            tables[name] = Relation(name)
+            tables[name] = name
         let_go(i)
