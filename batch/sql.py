@@ -44,9 +44,10 @@ def sql_dir() -> Path:
 
 
 # The folders of the relations' files, by the stage that runs them: `batch` in each batch's task
-# (formats/claude_code/, formats/entire_events.py), `final` in the final stage (run/finalize.py),
-# `archive` where an earlier output is read as a source (sources/archive.py), `report` by
-# `asr-batch report` over an output's catalog (batch/report.py).
+# (formats/claude_code/, formats/codex/, formats/entire_events.py), in a folder per step or family of
+# tables (decode, records, sessions, activity, hooks, plans, workspace; codex, entire: the other
+# formats), `final` in the final stage (run/finalize.py), `archive` where an earlier output is read as
+# a source (sources/archive.py), `report` by `asr-batch report` over an output's catalog (batch/report.py).
 # A relation's name is its file's name, unique across the stages. sql/views/ (the catalog's views)
 # and sql/macros/ (defined on every connection) are read apart.
 STAGES = ("batch", "final", "archive", "report")
@@ -54,20 +55,24 @@ STAGES = ("batch", "final", "archive", "report")
 
 @cache
 def files() -> dict[str, Path]:
-    """Each relation's file, by name: sql/<stage>/<name>.sql."""
+    """Each relation's file, by name: sql/<stage>/<name>.sql, or sql/<stage>/<folder>/<name>.sql."""
     found: dict[str, Path] = {}
     for stage in STAGES:
-        for path in sorted((sql_dir() / stage).glob("*.sql")):
+        for path in sorted((sql_dir() / stage).rglob("*.sql")):
             if path.stem in found:
-                raise SqlError(f"sql/{stage}/{path.name} and {shown(path.stem)} define the same relation; rename one.")
+                raise SqlError(f"{_relative(path)} and {_relative(found[path.stem])} define the same relation; rename one.")
             found[path.stem] = path
     return found
 
 
+def _relative(path: Path) -> str:
+    return "sql/" + path.relative_to(sql_dir()).as_posix()
+
+
 def shown(name: str) -> str:
-    """sql/<stage>/<name>.sql, as messages name a relation's file."""
+    """sql/<stage>/[<folder>/]<name>.sql, as messages name a relation's file."""
     path = files().get(name)
-    return f"sql/{path.parent.name}/{name}.sql" if path else f"sql/<stage>/{name}.sql"
+    return _relative(path) if path else f"sql/<stage>/{name}.sql"
 
 
 @cache
@@ -333,7 +338,7 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, params: dict | None =
     try:
         con.execute(f'create or replace temp table "{name}" as\n' + _statement(name), params or {})
     except duckdb.Error as exc:
-        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+        raise SqlError(f"{shown(name)} failed: {exc}") from exc
 
 
 def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -341,7 +346,7 @@ def view(con: duckdb.DuckDBPyConnection, name: str) -> None:
     try:
         con.execute(f'create or replace temp view "{name}" as\n' + _statement(name))
     except duckdb.Error as exc:
-        raise SqlError(f"sql/{name}.sql failed: {exc}") from exc
+        raise SqlError(f"{shown(name)} failed: {exc}") from exc
 
 
 def flush(con: duckdb.DuckDBPyConnection) -> None:

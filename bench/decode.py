@@ -6,8 +6,8 @@ Reads the first SIZE MiB of lines of the archive's .jsonl files (path order, who
 left out) into one table, as one batch of the converter holds them, and times on one DuckDB thread
 (CPU seconds, best of REPEAT, each result fetched as Arrow):
 - `json_valid`, a parse that builds nothing;
-- the envelope as sql/batch/observations.sql decodes it (`message.content` written back as JSON text);
-- that envelope plus the content's blocks decoded again from that text, as sql/batch/parts.sql does;
+- the envelope as sql/batch/decode/observations.sql decodes it (`message.content` written back as JSON text);
+- that envelope plus the content's blocks decoded again from that text, as sql/batch/records/parts.sql does;
 - the envelope with `message.content`'s blocks typed in the same `json_transform` (the fields of a
   block parts.sql reads), one parse for both.
 The envelope's type is read from observations.sql and the block's from parts.sql, so the figures

@@ -1,7 +1,7 @@
 """Bring an output written before a work table was added up to this version, so that a run reuses it.
 
 A work table that a batch's own output tables give (`DERIVED`) is derived for each batch of the
-output from its parts, by the statement that builds it in a batch (sql/batch/<name>.sql), its
+output from its parts, by the statement that builds it in a batch (sql/batch/<folder>/<name>.sql), its
 relations read from the batch's parts of the output tables. The upgrade is a run of its own: the
 previous output's parts, manifest and catalog are hard-linked into a run folder beside it, the
 derived parts and the new reuse state written there, and the folder swapped in (`Output.commit`).

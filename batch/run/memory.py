@@ -36,7 +36,7 @@ LARGE_SESSION_DISK_FACTOR = 4
 # its joins and sorts spill to the run folder beyond it, so the driver's memory does not grow with the
 # archive (docs/performance.md, "The final stage at scale")
 FINAL_MEMORY = 256 << 20
-# Decoding one line's JSON (sql/batch/observations.sql) holds up to about this many times the line's size
+# Decoding one line's JSON (sql/batch/decode/observations.sql) holds up to about this many times the line's size
 # in DuckDB, where its length is not in strings elided before the decode (docs/decisions/001-long-lines.md)
 LINE_MEMORY_FACTOR = 40
 
@@ -76,7 +76,7 @@ def largest_line(memory_limit: int | None) -> int:
     """About the longest line that converts within DuckDB's `memory_limit` (None: LARGE_BATCH_MEMORY,
     the limit a large session converted alone has by default) when its length is not in
     strings long enough to be elided (transforms/elide.py): decoding a line's JSON
-    (sql/batch/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
+    (sql/batch/decode/observations.sql) takes up to LINE_MEMORY_FACTOR times its size (README, "Limits")."""
     return (memory_limit or LARGE_BATCH_MEMORY) // LINE_MEMORY_FACTOR
 
 

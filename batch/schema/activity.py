@@ -1,6 +1,6 @@
 """Tool activity: questions, background work, progress.
 
-Each table here is built per batch by sql/batch/<table name>.sql (see batch/pipeline.py).
+Each table here is built per batch by sql/batch/activity/<table name>.sql (see batch/pipeline.py).
 """
 
 from __future__ import annotations

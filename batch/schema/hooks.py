@@ -1,6 +1,6 @@
 """Hook executions and compactions.
 
-Each table here is built per batch by sql/batch/<table name>.sql (see batch/pipeline.py).
+Each table here is built per batch by sql/batch/hooks/<table name>.sql (see batch/pipeline.py).
 """
 
 from __future__ import annotations

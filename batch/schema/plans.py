@@ -1,6 +1,6 @@
 """Plans, memory, instructions and request context.
 
-Each table here is built per batch by sql/batch/<table name>.sql (see batch/pipeline.py).
+Each table here is built per batch by sql/batch/plans/<table name>.sql (see batch/pipeline.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Workspace, version control, file changes, checkpoints and usage summaries.
 
-Each table here is built per batch by sql/batch/<table name>.sql (see batch/pipeline.py).
+Each table here is built per batch by sql/batch/workspace/<table name>.sql (see batch/pipeline.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 -- A summary line names the leaf it describes by leafUuid, and that leaf can belong to another
 -- session (claude-code-format.md 4.4): unless the leaf is in the same stream, the title is not
 -- this stream's. Its record stays in records (file accounting), but no title is derived from it.
--- Each batch lists its summary lines without a title (sql/batch/unowned_summaries.sql); a record
+-- Each batch lists its summary lines without a title (sql/batch/sessions/unowned_summaries.sql); a record
 -- another batch derives a title from is not listed.
 -- reads: session_events, unowned_summaries
 with owned as (

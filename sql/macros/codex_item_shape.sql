@@ -1,9 +1,9 @@
 -- codex_item_shape(): the json_transform structure of a Codex rollout payload (formats/codex): the
--- payload of an enveloped line, or a whole line of the older, bare form (sql/batch/codex_lines.sql).
+-- payload of an enveloped line, or a whole line of the older, bare form (sql/batch/codex/codex_lines.sql).
 -- Scalars read as VARCHAR, as `->>` reads them (a number as its JSON text); values whose JSON type
 -- matters stay JSON. content[] and summary[] entries share one shape. `item` is the TurnItem of an
 -- item_completed event (paginated threads, reference §14.3), kept as JSON here and decoded with
--- codex_turn_item_shape() for those lines alone (sql/batch/codex_items.sql: a struct of its many
+-- codex_turn_item_shape() for those lines alone (sql/batch/codex/codex_items.sql: a struct of its many
 -- fields on every line would cost every line's decode); the session_meta fields
 -- history_mode, subagent_history_start_ordinal, parent_thread_id and source, the settings of
 -- thread_settings_applied, the goal of thread_goal_updated (camelCase) and the author and recipient of

@@ -1,5 +1,5 @@
 -- codex_turn_item_shape(): the json_transform structure of the TurnItem an item_completed event holds
--- (payload.item, paginated threads: reference §14.3), as sql/batch/codex_lines.sql reads it. Tags are
+-- (payload.item, paginated threads: reference §14.3), as sql/batch/codex/codex_lines.sql reads it. Tags are
 -- PascalCase (UserMessage, AgentMessage, Reasoning, CommandExecution, McpToolCall, FileChange,
 -- WebSearch, CollabAgentToolCall, SubAgentActivity, Plan, ContextCompaction, ...); fields snake_case
 -- but McpToolCall's camelCase ones, of which only server, tool, arguments, status, result, error and

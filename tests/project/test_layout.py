@@ -46,4 +46,21 @@ def test_the_final_stage_runs_exactly_the_files_of_sql_final():
     steps = sql.order(targets, given=given)
     root = ROOT / "sql"
     assert sorted(steps) == sorted(p.stem for p in (root / "final").glob("*.sql"))
-    assert not set(steps) & {p.stem for p in (root / "batch").glob("*.sql")}
+    assert not set(steps) & {p.stem for p in (root / "batch").rglob("*.sql")}
+
+
+def test_the_batch_statements_are_in_a_folder_per_step_or_family_of_tables():
+    # the decode, the records and what relates them, the session tables; the fact tables in the folder
+    # of their family (batch/schema/<family>.py); the other formats' statements in theirs
+    from batch import sql
+    from batch.schema import activity, hooks, plans, workspace
+
+    folder = {p.stem: p.parent.name for p in (ROOT / "sql" / "batch").rglob("*.sql")}
+    assert set(folder.values()) == {"decode", "records", "sessions", "activity", "hooks", "plans", "workspace", "codex",
+                                    "entire"}
+    assert not list((ROOT / "sql" / "batch").glob("*.sql"))
+    for module in (activity, hooks, plans, workspace):
+        family = module.__name__.rsplit(".", 1)[1]
+        assert {folder[t.name] for t in module.TABLES} == {family}, family
+    assert {folder[n] for n in ("observations", "classify")} == {"decode"}
+    assert sql.shown("parts") == "sql/batch/records/parts.sql"

@@ -1,4 +1,4 @@
-"""The record table (sql/batch/record_table.sql): what relates the records of a session, from narrow columns alone."""
+"""The record table (sql/batch/records/record_table.sql): what relates the records of a session, from narrow columns alone."""
 
 from __future__ import annotations
 

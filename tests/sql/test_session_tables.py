@@ -1,4 +1,4 @@
-"""The narrow session tables (sql/batch/call_pairs.sql, sql/batch/session_uuids.sql, sql/batch/session_facts.sql): what the
+"""The narrow session tables (sql/batch/records/call_pairs.sql, sql/batch/records/session_uuids.sql, sql/batch/sessions/session_facts.sql): what the
 fact statements need from a whole session, from narrow columns alone."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_a_file_without_header_is_an_error_naming_it(monkeypatch):
     monkeypatch.setattr(sql, "load", lambda name: "-- plain: one row\nselect 1\n")
     sql.reads.cache_clear()
     try:
-        with pytest.raises(SqlError, match=r"sql/batch/parts\.sql has no `-- reads:` header"):
+        with pytest.raises(SqlError, match=r"sql/batch/records/parts\.sql has no `-- reads:` header"):
             sql.reads("parts")
     finally:
         sql.reads.cache_clear()

@@ -2,7 +2,7 @@
 
 The streams of a batch (files, or Git blobs of Entire checkpoints) are read in slices of whole lines
 and handed to DuckDB once (converter.py); from then on the batch is DuckDB tables: every line is
-decoded once (sql/batch/observations.sql) and classified (sql/batch/classify.sql), foreign files,
+decoded once (sql/batch/decode/observations.sql) and classified (sql/batch/decode/classify.sql), foreign files,
 versions, rebuilt subagents, inline sidechains and the observations' order follow, then records,
 parts, source lines and tool calls, then every other statement of sql/batch/, each table written as
 soon as no later statement reads it. A large batch runs within a memory limit, beyond which DuckDB

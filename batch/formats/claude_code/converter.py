@@ -4,8 +4,8 @@ hand-over of its lines to the writer (see the package's docstring).
 1. `_load`: the lines of each read slice (formats/lines.py) appended to `stage_lines`, blank lines
    marked (Polars' Unicode white space), each line numbered in read order (`row_order`), and the
    reduced text of a line whose long strings are elided beside it (transforms/elide.py).
-2. `_observe`: the envelope decode (sql/batch/observations.sql) of every line, once, classified
-   (sql/batch/classify.sql) into `observations`, with the line's text as `json`; the lines that are
+2. `_observe`: the envelope decode (sql/batch/decode/observations.sql) of every line, once, classified
+   (sql/batch/decode/classify.sql) into `observations`, with the line's text as `json`; the lines that are
    not one object recovered (transforms/recover.py, on those lines alone) and decoded after them;
    the lines then keep their text only where a later step reads it.
 3. `_narrow`: foreign files and versions, the subagents rebuilt from agent_progress copies, the inline
@@ -44,7 +44,7 @@ from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
 FORMAT = "claude-code-jsonl"
 # The batch's output and work tables; those not built by the steps in `convert` are built by the
-# sql/batch/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
+# sql/batch/<folder>/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)
 # A batch whose streams hold more bytes than this runs within DuckDB's memory limit LARGE_BATCH_MEMORY
 # (--memory-mb instead, when given), beyond which its tables spill to the run folder
@@ -62,7 +62,7 @@ _VIEWS = {
     "batch_rejects": ("stage_rejects",),
 }
 
-# what sql/batch/observations.sql reads of each object (`batch_objects`)
+# what sql/batch/decode/observations.sql reads of each object (`batch_objects`)
 _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 
@@ -142,8 +142,8 @@ def _reduced(elided: Elided | None, texts: pl.Series) -> pl.Series:
 
 def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: bool) -> None:
     """Decode the envelope of each object of the relation `objects` (obj_idx, file_idx, line, sub,
-    json; obj_idx numbers it in read order) with sql/batch/observations.sql, and classify it
-    (sql/batch/classify.sql), into the table `into` (created, or appended to): the observations'
+    json; obj_idx numbers it in read order) with sql/batch/decode/observations.sql, and classify it
+    (sql/batch/decode/classify.sql), into the table `into` (created, or appended to): the observations'
     columns, the object's text as `json`, `sidechain_root` (null: the sidechain split sets it),
     `row_order` (obj_idx) and the classification. The objects that are not one JSON object are left
     out, after the decode: a filter on it would be pushed below it and parse every text twice."""
@@ -157,7 +157,7 @@ def _decode(con: duckdb.DuckDBPyConnection, objects: str, into: str, *, create: 
     try:
         con.execute(f"create temp table {target} as {sql.load('classify')}")
     except duckdb.Error as exc:
-        raise SqlError(f"sql/batch/observations.sql or sql/batch/classify.sql failed: {exc}") from exc
+        raise SqlError(f"{sql.shown('observations')} or {sql.shown('classify')} failed: {exc}") from exc
     con.execute(f"delete from {target} where not is_object")
     con.execute(f"alter table {target} drop column is_object")
     if not create:
@@ -271,7 +271,7 @@ def _rebuild_from_progress(con: duckdb.DuckDBPyConnection, files_frame: pl.DataF
 
 
 def _split_sidechains(con: duckdb.DuckDBPyConnection) -> None:
-    """Move inline 1.0.x sidechain objects into one stream per sidechain root (sql/batch/sidechain_roots.sql)."""
+    """Move inline 1.0.x sidechain objects into one stream per sidechain root (sql/batch/decode/sidechain_roots.sql)."""
     sql.materialize(con, "sidechain_roots")
     con.execute(
         "update observations as o set session_key = o.session_key || '/sidechain-' || r.root_uuid, "
@@ -320,7 +320,7 @@ def _fold(con: duckdb.DuckDBPyConnection, files_frame: pl.DataFrame, foreign: pl
 
 
 def _tool_calls(con: duckdb.DuckDBPyConnection) -> None:
-    """sql/batch/tool_calls.sql with the JSON texts it names: a model call's input (its block in parts)
+    """sql/batch/records/tool_calls.sql with the JSON texts it names: a model call's input (its block in parts)
     and its result's toolUseResult (its record), joined in by the keys tool_calls.sql gives."""
     sql.materialize(con, "tool_calls")
     names = [n for n, in con.sql("select column_name from (describe tool_calls)").fetchall() if n != "call_part_index"]

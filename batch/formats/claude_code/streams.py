@@ -76,7 +76,7 @@ def too_long_rejects(lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def virtual_files(copies: pl.DataFrame, files_frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The virtual file of each subagent stream rebuilt from agent_progress copies (sql/batch/progress_copies.sql),
+    """The virtual file of each subagent stream rebuilt from agent_progress copies (sql/batch/decode/progress_copies.sql),
     added to `files_frame` after its files, and the copies as objects of those files (OBJECT_SCHEMA)."""
     parents = files_frame.select("file_idx", "content_level", "producer_source", "meta")
     virtual = (

@@ -1,11 +1,11 @@
 """The codex-rollout-jsonl converter: OpenAI Codex CLI rollout files -> frames of the core tables.
 
 The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Codex"):
-1. `lines.read_lines` splits the files; `sql/batch/codex_lines.sql` decodes each line once into its
+1. `lines.read_lines` splits the files; `sql/batch/codex/codex_lines.sql` decodes each line once into its
    envelope, the payload fields the mapping reads and its content blocks (over the whole batch in
    DuckDB, no loop over lines); `converter._blocks` lists the blocks, one row each.
    The first session_meta of each file and its token_usage_record lines are decoded a second time
-   for the fields that line decode does not read (sql/batch/codex_rollouts.sql,
+   for the fields that line decode does not read (sql/batch/codex/codex_rollouts.sql,
    codex_usage_records.sql); `rollouts.plan` orders a thread's rollout files (thread/revert) and
    tells the history each one continues (history_base, §14.5).
 2. `classify.lines` gives every line its fate: a record (its kind, author, origin), a duplicate (an
@@ -19,9 +19,9 @@ The flow (the Codex rollout reference, codex-format.md; docs/asr-tables.md "Code
    and the work tables the final stage reads: session_streams, inference_candidates (one response
    per response_id of a token_usage_record, else per distinct pair of cumulative and last usage,
    §9.6: `usage.py`), lineage_evidence (forked_from_id; history_base: `rollouts.py`), source_losses
-   (encrypted reasoning, shell exit codes not read) and first_prompts (by sql/batch/first_prompts.sql,
+   (encrypted reasoning, shell exit codes not read) and first_prompts (by sql/batch/sessions/first_prompts.sql,
    as for Claude Code); `items.py` adds the rows of a paginated thread's items (parts, calls and their
-   outcomes, file_changes by sql/batch/codex_file_changes.sql, plans, session events, lineage).
+   outcomes, file_changes by sql/batch/codex/codex_file_changes.sql, plans, session events, lineage).
 """
 
 from batch.formats.codex.converter import FORMAT, convert

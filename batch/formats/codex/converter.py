@@ -87,8 +87,8 @@ def convert(
 
 
 def _facts(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, decoded: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
-    """What the first session_meta of each file says of the history it continues (sql/batch/codex_rollouts.sql)
-    and the usage of each token_usage_record line (sql/batch/codex_usage_records.sql): those few lines
+    """What the first session_meta of each file says of the history it continues (sql/batch/codex/codex_rollouts.sql)
+    and the usage of each token_usage_record line (sql/batch/codex/codex_usage_records.sql): those few lines
     decoded a second time, for the fields codex_lines does not read."""
     kinds = decoded.filter(pl.col("line_type").is_in(["session_meta", "token_usage_record"])).select(
         "file_idx", "line", "line_type"
@@ -102,7 +102,7 @@ def _facts(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, decoded: pl.Data
 
 def _items(con: duckdb.DuckDBPyConnection, decoded: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The decoded lines with `item_type` in place of the TurnItem's JSON, and the TurnItems of the
-    item_completed lines (file_idx, line, item), decoded for those lines alone (sql/batch/codex_items.sql)
+    item_completed lines (file_idx, line, item), decoded for those lines alone (sql/batch/codex/codex_items.sql)
     and kept apart: a struct column on every line would weigh on every step over the lines."""
     sql.register(con, "codex_item_lines", decoded.filter(pl.col("item_json").is_not_null())
                  .select("file_idx", "line", "item_json"))
@@ -116,7 +116,7 @@ def _items(con: duckdb.DuckDBPyConnection, decoded: pl.DataFrame) -> tuple[pl.Da
 
 
 def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
-    """Each stream's first prompt, by the statement the Claude Code converter runs (sql/batch/first_prompts.sql)."""
+    """Each stream's first prompt, by the statement the Claude Code converter runs (sql/batch/sessions/first_prompts.sql)."""
     sql.register(con, "records_full", records)
     sql.register(con, "batch_parts", parts)
     try:
@@ -127,7 +127,7 @@ def _first_prompts(con: duckdb.DuckDBPyConnection, records: pl.DataFrame, parts:
 
 
 def _file_changes(con: duckdb.DuckDBPyConnection, changed: pl.DataFrame) -> pl.DataFrame:
-    """One row per path a FileChange item changed (sql/batch/codex_file_changes.sql)."""
+    """One row per path a FileChange item changed (sql/batch/codex/codex_file_changes.sql)."""
     sql.register(con, "codex_file_change_items", changed)
     try:
         return tables.shaped(sql.frame(con, "codex_file_changes"), FILE_CHANGES.schema)

@@ -184,7 +184,7 @@ def outcomes(every: pl.DataFrame, turn_items: pl.DataFrame) -> pl.DataFrame:
 def file_change_items(every: pl.DataFrame, turn_items: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     """The FileChange items that applied (status completed, or none written) with the record that holds
     them (the result of the call they describe, or their own) and its seq: the rows
-    sql/batch/codex_file_changes.sql makes one per changed path."""
+    sql/batch/codex/codex_file_changes.sql makes one per changed path."""
     changes = with_items(_paginated(every).filter(_described() & item_type().eq("FileChange")), turn_items)
     return changes.filter(item_field("status").fill_null("completed").eq("completed")).select(
         "record_id", "session_key", call_id="item_call_key", tool_name="item_call_name",

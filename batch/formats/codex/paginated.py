@@ -23,7 +23,7 @@ alone, it is the compaction. An inter-agent `response_item` agent_message repeat
 The mapping of the newer kinds applies to paginated files: the mapping of a legacy file, whatever
 lines it holds, is today's (docs/asr-tables.md, Codex rollouts).
 
-The TurnItems are a frame of their own (`turn_items`: file_idx, line, item; sql/batch/codex_items.sql),
+The TurnItems are a frame of their own (`turn_items`: file_idx, line, item; sql/batch/codex/codex_items.sql),
 joined to the few lines that read them: the lines of a batch carry only `item_type`, since a struct of
 the item's fields on every line would cost every later step over the lines.
 """

@@ -3,7 +3,7 @@
 A rollout file is identified by (thread, rollout ID) (reference codex-format.md §14.5,
 `sources.codex.rollout_id`). A paginated file can start from a history it does not hold: its first
 session_meta's `history_base {thread_id, end_ordinal_exclusive, end_byte_offset}` names a rollout
-(`thread_id` is a rollout ID) and the point its history stops at (sql/batch/codex_rollouts.sql).
+(`thread_id` is a rollout ID) and the point its history stops at (sql/batch/codex/codex_rollouts.sql).
 
 - A **fork**'s history_base points into its parent's rollout (another thread). Its file holds no copy
   of the parent's lines, so nothing of the parent is in it: the reference is lineage, `inherits`
@@ -34,7 +34,7 @@ HISTORY_BASE = "session_meta.history_base"  # lineage_evidence.source of an inhe
 
 def plan(files: pl.DataFrame) -> pl.DataFrame:
     """Per file of the batch (`file_idx`, `session_key`, `source_file`, `rollout` and the columns of
-    sql/batch/codex_rollouts.sql): `is_revert` (its history_base points into its own thread),
+    sql/batch/codex/codex_rollouts.sql): `is_revert` (its history_base points into its own thread),
     `rollout_order` (its place among its thread's rollouts: 0 for the first, then each after the one it
     continues), `reverted_from` (the byte offset from which its lines were reverted, 0 for all; null
     for none) and `cut_at` (for a revert, where its history stops in the rollout it continues)."""

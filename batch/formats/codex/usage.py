@@ -10,7 +10,7 @@ The running sums (`turn_token_usage`, `thread_token_usage`) and a `compacted` li
 `latest_token_usage_record` (an embedded copy) are never counted.
 
 The §9.6 rule (one response per distinct pair of cumulative and last usage of token_count events,
-sql/batch/codex_lines.sql) keeps counting the files without records, and the part of a file written
+sql/batch/codex/codex_lines.sql) keeps counting the files without records, and the part of a file written
 before its records began (a file Codex resumed after an upgrade): the lines before the turn of its
 first record. The token_count lines from that turn on repeat the records' usage: they stay records of
 the stream (source_lines mapped) and give no inference.

@@ -1,6 +1,6 @@
--- plan_items: one row per item of an items plan row of sql/batch/plans.sql, in native order.
+-- plan_items: one row per item of an items plan row of sql/batch/plans/plans.sql, in native order.
 -- Registry entry, Plans: TodoWrite → planType: items; Task tools → planType: items with entryId,
--- owner and blockedBy. The plan rows are derived as in sql/batch/plans.sql (same sources, same todo
+-- owner and blockedBy. The plan rows are derived as in sql/batch/plans/plans.sql (same sources, same todo
 -- snapshot rule); TaskCreate and TaskUpdate touch one entry and state only the fields they set.
 -- reads: plan_calls, record_owners, records_full, todo_snapshots
 with owners as (

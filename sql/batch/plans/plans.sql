@@ -2,9 +2,9 @@
 -- attachment, or a user-line todos snapshot that changes the stream's todo state.
 -- Registry entry, Plans: ExitPlanMode input plan → plan with planType: document, planId from the
 -- plan file name, source the plan file. TodoWrite → planType: items. Task tools → planType: items
--- with entryId, owner and blockedBy. The items themselves are built by sql/batch/plan_items.sql from the
--- same calls (sql/batch/plan_calls.sql), todos snapshots (sql/batch/todo_snapshots.sql) and stream owners
--- (sql/batch/record_owners.sql).
+-- with entryId, owner and blockedBy. The items themselves are built by sql/batch/plans/plan_items.sql from the
+-- same calls (sql/batch/plans/plan_calls.sql), todos snapshots (sql/batch/plans/todo_snapshots.sql) and stream owners
+-- (sql/batch/records/record_owners.sql).
 -- reads: plan_calls, record_owners, records_full, todo_snapshots
 with owners as (
     select * from record_owners

@@ -5,7 +5,7 @@
 -- replaces {state: unknown}: one row per applied_edits entry, on the response holding it.
 -- microcompact_boundary (2.1.9-2.1.22) -> kind micro, replacing the compactedToolIds' results.
 -- The core folds a boundary and its summary line into one record of kind compaction
--- (sql/batch/observation_keys.sql); both lines are read here from the observations (the narrow index
+-- (sql/batch/records/observation_keys.sql); both lines are read here from the observations (the narrow index
 -- joined with the classified columns read).
 -- rows first, then JSON: the live lines read below are a boundary, a compact summary, or a
 -- response whose line names applied_edits (the client writes keys unescaped, so such a line

@@ -8,7 +8,7 @@
 -- {"record_type": "state"} markers. A line that is not a JSON object is rejected with the reason;
 -- any other kind, payload type or key is kept (kind unknown), never rejected.
 -- Each line is parsed once (json_transform, the payload's shape in sql/macros/codex_item_shape.sql),
--- as sql/batch/observations.sql decodes Claude Code's lines: a failed decode (TRY makes it null) is
+-- as sql/batch/decode/observations.sql decodes Claude Code's lines: a failed decode (TRY makes it null) is
 -- not JSON; a decoded text whose first character is not `{` is another JSON value (json_valid is
 -- asked of those only). A bare line is decoded a second time with the payload's shape. A field of
 -- another JSON type than its shape's reads as null, or as its JSON text where the shape says VARCHAR
@@ -16,7 +16,7 @@
 -- and run time of a command are read from its exec_command_end event or its output (outcomes below).
 -- Paginated threads (§14.3, §14.4): each line's top-level `ordinal` and the fields of the newer line
 -- kinds are read in the same decode, an item_completed event's TurnItem as its JSON (`item_json`,
--- decoded by sql/batch/codex_items.sql for those lines alone); the file's mode and its
+-- decoded by sql/batch/codex/codex_items.sql for those lines alone); the file's mode and its
 -- inherited-context cutoff are its first session_meta's (`inherited`, `threaded`).
 with decoded as (
     select
@@ -151,7 +151,7 @@ fields as (
             'history_start': try_cast(p.subagent_history_start_ordinal as bigint),
             'parent_thread': coalesce(p.source ->> '$.subagent.thread_spawn.parent_thread_id', p.parent_thread_id),
         } end as meta_mode,
-        -- the TurnItem's JSON: sql/batch/codex_items.sql decodes those lines alone (formats/codex/converter.py)
+        -- the TurnItem's JSON: sql/batch/codex/codex_items.sql decodes those lines alone (formats/codex/converter.py)
         case when line_type = 'event_msg' and p.type = 'item_completed' then p.item end as item_json,
         -- thread_settings_applied's settings that turn_context's config changes have, thread_goal_updated's goal
         case when line_type = 'event_msg' and p.type = 'thread_settings_applied'
