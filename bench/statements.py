@@ -56,13 +56,15 @@ class Profiled:
             return result
         name = query.split("\n")[0][:72] if isinstance(query, str) else str(query)
         self.total[name] += profile["query"]["total_time"]
-        self.planning[name] += sum(profile.get(k, {}).get("total_time", 0) for k in ("planner", "optimizer", "physical_planner"))
+        steps = ("planner", "optimizer", "physical_planner")
+        self.planning[name] += sum(profile.get(k, {}).get("total_time", 0) for k in steps)
         for node in profile.get("operator", []):
             self._operators(node)
         return result
 
     def _operators(self, node: dict) -> None:
-        self.operators[node.get("operator_type", node.get("type"))] += node.get("operator_timing", node.get("timing", 0)) or 0
+        seconds = node.get("operator_timing", node.get("timing", 0)) or 0
+        self.operators[node.get("operator_type", node.get("type"))] += seconds
         for child in node.get("children", []):
             self._operators(child)
 
@@ -122,8 +124,10 @@ def main() -> None:
                       write=lambda table, relation, restore: raw.sql(f'select * from "{relation}"').arrow())
     cpu = time.process_time() - started
     total, planning = sum(con.total.values()), sum(con.planning.values())
-    print(f"{args.archive}: one batch of {size / 2**20:.1f} MiB ({len(files)} streams), DuckDB on {args.threads} thread(s)")
-    print(f"CPU s of the batch (this thread) {cpu:.3f}; DuckDB's statements {total:.3f} s, of which planning {planning:.3f} s")
+    print(f"{args.archive}: one batch of {size / 2**20:.1f} MiB ({len(files)} streams), "
+          f"DuckDB on {args.threads} thread(s)")
+    print(f"CPU s of the batch (this thread) {cpu:.3f}; DuckDB's statements {total:.3f} s, "
+          f"of which planning {planning:.3f} s")
     print(f"{'s':>8} {'planning':>9}  statement (first line)")
     for name, seconds in con.total.most_common(args.top):
         print(f"{seconds:8.3f} {con.planning[name]:9.3f}  {name}")

@@ -1,5 +1,6 @@
-"""The narrow session tables (sql/batch/records/call_pairs.sql, sql/batch/records/session_uuids.sql, sql/batch/sessions/session_facts.sql): what the
-fact statements need from a whole session, from narrow columns alone."""
+"""The narrow session tables (sql/batch/records/call_pairs.sql, sql/batch/records/session_uuids.sql,
+sql/batch/sessions/session_facts.sql): what the fact statements need from a whole session, from narrow
+columns alone."""
 
 from __future__ import annotations
 

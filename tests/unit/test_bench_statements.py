@@ -42,7 +42,8 @@ def test_what_each_table_holds_is_what_dropping_it_frees():
 def test_it_profiles_one_batch_of_an_archive():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "statements.py"), str(ROOT / "data" / "sample"), "--size-mb", "1", "--top", "5"],
+        [sys.executable, str(ROOT / "bench" / "statements.py"), str(ROOT / "data" / "sample"),
+         "--size-mb", "1", "--top", "5"],
         capture_output=True, text=True, env=env, check=True,
     )
     lines = run.stdout.splitlines()
