@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 
 from batch import reuse
 from batch.incremental import as_written, carving, deltas, history, repair
-from batch.incremental.state import Batch, State
+from batch.incremental.state import Batch, BatchLog, State
 from batch.output import integrity
 from batch.output.folder import Output
+from batch.output.layout import BATCHES
 from batch.run import task
 from batch.run.memory import Stop
 from batch.schema import TABLES
@@ -197,7 +198,7 @@ def take_previous(
         if old.part not in held:
             part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
             carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
-    taken = Taken(list(found.skipped))
+    taken = Taken(list(found.skipped), BatchLog(output.spill / BATCHES))
     for batch in planned.reused:  # (the parts of the final tables too: those of groups as written)
         output.reuse(batch.part, PART_TABLE_NAMES, list(WORK_SCHEMAS))
     for batch in as_written.write(output, list(p.as_written), p.used):
@@ -214,17 +215,17 @@ def take_previous(
 @dataclass
 class Taken:
     """What the new output's batches hold, taken as each is reused, carved or converted: their
-    state entries (with their inputs), skipped paths and row counts."""
+    state entries (with their inputs, spooled to the run folder), skipped paths and row counts."""
 
     skipped: list[tuple[str, str]]
+    batches: BatchLog  # in the order taken
     counts: dict[str, int] = field(default_factory=dict)
-    batches: list[Batch] = field(default_factory=list)  # in the order taken
 
     def add(self, batch: Batch) -> None:
         """Take a batch's state entry (reused and carved ones as recorded)."""
         self.skipped.extend(tuple(s) for s in batch.skipped)
         self.count(batch.counts)
-        self.batches.append(batch)
+        self.batches.add(batch)
 
     def inputs(self) -> Iterator[dict]:
         """The manifest's entries of the files read, in the order their batches were taken."""

@@ -184,21 +184,20 @@ def read(out: Path) -> State | None:
     )
 
 
-def write(folder: Path, state: State) -> None:
+def write(folder: Path, state: State, batches: Iterable[str] | None = None) -> None:
     """Write `state` as the reuse state of the output folder `folder`: `json.dumps(state.to_json())`'s
     text, encoded a batch or a slice of a mapping at a time (whole, its pieces would take several
-    times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run, on paper")."""
+    times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run, on
+    paper"). `batches`: the batches' entries as their text (`BatchLog.texts`), in place of `state.batches`."""
+    texts = (_batch_text(b) for b in state.batches) if batches is None else batches
     with open(folder / STATE, "w", encoding="utf-8") as fh:
         fh.write("{")
         for i, (key, value) in enumerate(state.to_json(batches=False).items()):
             fh.write(("," if i else "") + _dumps(key) + ":")
             if key == "batches":
                 fh.write("[")
-                for n, b in enumerate(state.batches):
-                    entry = b.to_json(inputs=False)
-                    fh.write(("," if n else "") + "{" + ",".join(
-                        _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else _dumps(v)) for k, v in entry.items()
-                    ) + "}")
+                for n, text in enumerate(texts):
+                    fh.write(("," if n else "") + text)
                 fh.write("]")
             elif isinstance(value, dict) and value:
                 items = list(value.items())
@@ -209,6 +208,55 @@ def write(folder: Path, state: State) -> None:
 
 
 _SLICE = 4096  # entries of a mapping encoded at once (`write`)
+
+
+def _batch_text(b: Batch) -> str:
+    """A batch's entry as the state file holds it: `json.dumps(b.to_json())` with the state's separators."""
+    entry = b.to_json(inputs=False)
+    return "{" + ",".join(
+        _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else _dumps(v)) for k, v in entry.items()
+    ) + "}"
+
+
+class BatchLog:
+    """The batches of the output a run writes, in the order taken: each batch's state entry spooled
+    to the file `path` of the run folder as its JSON text, a line each, so that the run holds per batch
+    its part name and where its line is, not its groups, inputs and rows (docs/performance.md, "A
+    cluster run, on paper"). Iterating reads them back a batch at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        self.lines: list[tuple[str, int, int, bool]] = []  # (part, offset, length, written by an earlier version)
+
+    def add(self, batch: Batch) -> None:
+        data = (_batch_text(batch) + "\n").encode()
+        with open(self.path, "ab") as fh:
+            offset = fh.tell()
+            fh.write(data)
+        self.lines.append((batch.part, offset, len(data) - 1, batch.written_by is not None))
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self) -> Iterator[Batch]:
+        return (Batch.from_json(json.loads(text)) for text in self.texts())
+
+    def texts(self) -> Iterator[str]:
+        """Each batch's entry as its JSON text, in the order of `lines`."""
+        with open(self.path, "rb") as fh:
+            for _, offset, length, _ in self.lines:
+                fh.seek(offset)
+                yield fh.read(length).decode()
+
+    def sort(self) -> None:
+        """Order the batches by part name (a stable sort), as the state file lists them."""
+        self.lines.sort(key=lambda line: line[0])
+
+    def parts_as_written(self) -> frozenset[str]:
+        """The parts of the batches that hold rows as an earlier version wrote them."""
+        return frozenset(part for part, _, _, earlier in self.lines if earlier)
 
 
 def _dumps(value: object) -> str:

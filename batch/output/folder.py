@@ -70,7 +70,8 @@ class Output:
 
     @property
     def spill(self) -> Path:
-        """Where DuckDB may spill to disk during this run (inside the run folder)."""
+        """Where DuckDB may spill to disk during this run, and where the run spools what it would else
+        hold per input file (`_spill/`, inside the run folder)."""
         return self.tmp / SPILL
 
     def _folder(self, table: str, work: bool) -> Path:

@@ -10,6 +10,8 @@ MANIFEST = "manifest.json"
 MARKER = ".asr-batch"
 RUN_INFIX = ".asr-run-"
 STATE = "_reuse.json"
+# the state entries of the batches a run takes, spooled in its `_spill/` until the state is written
+BATCHES = "batches.jsonl"
 # The layout and meaning of what the reuse state and the `_work/` parts hold: a state of another
 # layout is not reused (the run converts everything), so that no reused row means what it used to.
 # 2: `_work/inference_candidates.stream_ord` is the record's seq; per-group row counts (`rows`).

@@ -6,6 +6,7 @@ every task (docs/performance.md, "The final stage at scale")."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from batch import reuse, sql
 from batch.incremental.state import InputEntries
 from batch.run import task
-from batch.run.memory import Stop, Stopped
+from batch.run.memory import Stop, Stopped, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.entire import GIT_OBJECTS, GIT_REFS
 from batch.schema.work import WORK_SCHEMAS
@@ -336,28 +337,56 @@ class WrittenInputs:
     codex_versions: list[str] | None  # those of the Codex rollouts, None without any
 
     @staticmethod
-    def write(output: Output, batches: list[InputEntries]) -> WrittenInputs:
+    def write(output: Output, batches: Iterable[InputEntries]) -> WrittenInputs:
         """Write the batches' entries, in the order given and then by path (a stable sort), as the text
-        of the manifest's value, beside the final stage's: each parsed once, for what the manifest
-        says of them, and held as text."""
+        of the manifest's value, beside the final stage's: spooled to a Parquet file of the run folder
+        a batch at a time, sorted by DuckDB within `INPUTS_MEMORY` (spilling beyond it) and written an
+        entry at a time, so that the run holds none of them (docs/performance.md, "A cluster run, on paper")."""
         output.spill.mkdir(exist_ok=True)
-        texts, size, foreign, versions, codex_versions, codex = [], 0, 0, set(), set(), False
-        for entries in batches:
-            for text in entries.texts():
-                entry = json.loads(text)
-                texts.append((entry["path"], text))
-                size += entry["size"]
-                foreign += entry["status"] == "foreign"
-                if entry.get("format") == registry.codex.FORMAT:
-                    codex = True
-                    codex_versions.update(entry.get("versions", []))
-                else:
-                    versions.update(entry.get("versions", []))
-        texts.sort(key=lambda t: t[0])
+        spool = output.spill / "inputs.parquet"
+        with pq.ParquetWriter(spool, _ENTRIES) as writer:
+            for entries in batches:
+                if texts := entries.texts():
+                    writer.write_table(pa.table({"text": texts}, schema=_ENTRIES))
+        summary = _InputsSummary()
+        with connect(spill=output.spill, memory=INPUTS_MEMORY) as con:
+            con.read_parquet(str(spool), file_row_number=True).select(
+                "text, file_row_number as entry_number").create_view("input_entries")
+            relation = sql.relation(con, "manifest_inputs", {"codex_format": registry.codex.FORMAT})
+            with relation.to_arrow_reader(batch_size=task.RELATION_BATCH_ROWS) as reader:
+                text = manifest_file.write_array(output.spill / "inputs.json", summary.texts(reader))
+        spool.unlink()
         return WrittenInputs(
-            manifest_file.write_array(output.spill / "inputs.json", (t for _, t in texts)), len(texts), size, foreign,
-            sorted(versions, key=_version_key), sorted(codex_versions, key=_version_key) if codex else None,
+            text, summary.count, summary.size, summary.foreign, sorted(summary.versions[False], key=_version_key),
+            sorted(summary.versions[True], key=_version_key) if summary.codex else None,
         )
+
+
+_ENTRIES = pa.schema([("text", pa.string())])
+# DuckDB's memory limit while it sorts the manifest's inputs (`WrittenInputs.write`): a few hundred
+# bytes an input file, spilled to the run folder beyond it
+INPUTS_MEMORY = 64 << 20
+
+
+class _InputsSummary:
+    """What the manifest says of its inputs, counted a slice of `manifest_inputs` at a time."""
+
+    def __init__(self) -> None:
+        self.count = self.size = self.foreign = 0
+        self.codex = False
+        self.versions: dict[bool, set[str]] = {False: set(), True: set()}
+
+    def texts(self, reader: pa.RecordBatchReader) -> Iterator[str]:
+        """The entries' texts, the summary counted as they pass."""
+        for rows in reader:
+            self.count += rows.num_rows
+            self.size += pc.sum(rows["size"]).as_py() or 0
+            self.foreign += pc.sum(rows["is_foreign"].cast(pa.int64())).as_py() or 0
+            for is_codex in (False, True):
+                chosen = rows.filter(pc.equal(rows["is_codex"], is_codex))
+                self.versions[is_codex].update(pc.unique(pc.list_flatten(chosen["versions"])).to_pylist())
+            self.codex = self.codex or pc.any(rows["is_codex"]).as_py()
+            yield from rows["text"].to_pylist()
 
 
 def manifest(

@@ -55,12 +55,12 @@ def settle(
         final.keep_run_rows(run_frames, final.run_rows(output.out))
     final.keep_run_rows(run_frames, as_written.run_rows(list(p.as_written), {i.repository for i in found_all.imports}))
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
-    inputs = final.WrittenInputs.write(output, [b.inputs for b in taken.batches])  # before they are sorted by part
+    inputs = final.WrittenInputs.write(output, (b.inputs for b in taken.batches))  # before they are sorted by part
     reads = history.reads(
         p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
         {**{o: a.last_read.get(o) for o, a in found_all.carried.items()}, **{g.owner: g.last_read for g in p.as_written}},
     )
-    taken.batches.sort(key=lambda b: b.part)
+    taken.batches.sort()
     summary = reuse_summary(
         p.previous, p.plan, p.carved, converting, inputs.count, verify=verify,
         final_reused=p.final_reused, not_converted=not_converted, deltas=p.delta_summary,
@@ -74,11 +74,12 @@ def settle(
         entries["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs(), out=output.out)
     if p.repair.damaged:
         entries["damaged"] = p.repair.manifest()
-    write_state(output.tmp, State(p.key, p.imports_key, found_all.found.heads, found_all.event_heads, tuple(taken.batches), reads))
+    write_state(output.tmp, State(p.key, p.imports_key, found_all.found.heads, found_all.event_heads, (), reads),
+                taken.batches.texts())
     return Settled(
         inputs, taken.skipped, taken.counts, summary, found_all.imports, run_frames,
         None if reused else final.SourceReads.of(reads, carving.session_owners(taken.batches)),
-        frozenset(b.part for b in taken.batches if b.written_by), entries, p.previous_manifest if reused else None,
+        taken.batches.parts_as_written(), entries, p.previous_manifest if reused else None,
         {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
     )
 

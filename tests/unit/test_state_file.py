@@ -41,3 +41,22 @@ def test_a_batch_holds_its_inputs_as_text_and_gives_them_back_as_given():
     assert batch.inputs.json_text() == json.dumps(given, separators=(",", ":"))
     assert batch == Batch("p", {}, given, (), {}) and batch != Batch("p", {}, given[:1], (), {})
     assert len(Batch("p", {}, (), (), {}).inputs) == 0 and list(Batch("p", {}, (), (), {}).inputs) == []
+
+
+def test_the_batches_a_run_takes_are_spooled_and_written_as_the_state_lists_them(tmp_path):
+    """A run holds per batch only where its entry is: iterating gives the batches back as taken, the
+    state written from the spool (sorted by part, a stable sort) is the one written from the objects."""
+    state = _state(12)
+    taken = [state.batches[i] for i in (5, 0, 11, 3, 3, 7, 1, 2, 4, 6, 8, 9, 10)]  # a part taken twice
+    log = st.BatchLog(tmp_path / "_spill" / "batches.jsonl")
+    for batch in taken:
+        log.add(batch)
+    assert len(log) == 13 and list(log) == taken
+    assert log.parts_as_written() == {b.part for b in taken if b.written_by}  # 0 and 7
+    log.sort()
+    assert list(log) == sorted(taken, key=lambda b: b.part)
+    st.write(tmp_path, state, log.texts())
+    by_objects = tmp_path / "objects"
+    by_objects.mkdir()
+    st.write(by_objects, state.with_batches(sorted(taken, key=lambda b: b.part)))
+    assert (tmp_path / "_reuse.json").read_text(encoding="utf-8") == (by_objects / "_reuse.json").read_text(encoding="utf-8")
