@@ -137,18 +137,18 @@ def _convert(
     fresh = options.verify or options.full
     known = dict(previous.heads) if previous and not fresh else None
     known_events = dict(previous.event_heads) if previous and not fresh else None
-    found_all = registry.discover(
-        sources, list(entire), combine=all_checkpoints, events=list(entire_events),
-        known=known, known_events=known_events, previous=carried,
-    )
-    check_apart(found_all.found.roots, out)
-    if not found_all.units:
-        raise SourceError(registry.nothing_found_message(sources, found_all.found, found_all.imports))
-    output = Output(out)
+    output = Output(out)  # its run folder holds the files discovery finds
     if output.stale_removed:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
     stop, held = Stop(), None
     try:
+        found_all = registry.discover(
+            sources, list(entire), combine=all_checkpoints, events=list(entire_events),
+            known=known, known_events=known_events, previous=carried, folder=output.spill,
+        )
+        check_apart(found_all.found.roots, out)
+        if not found_all.units:
+            raise SourceError(registry.nothing_found_message(sources, found_all.found, found_all.imports))
         planned = incremental.plan(
             output, previous, found_all, verify=options.verify, full=options.full, prune=options.prune,
             batch_bytes=options.batch_bytes,

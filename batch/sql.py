@@ -46,12 +46,11 @@ def sql_dir() -> Path:
 # The folders of the relations' files, by the stage that runs them: `batch` in each batch's task
 # (formats/claude_code/, formats/codex/, formats/entire_events.py), in a folder per step or family of
 # tables (decode, records, sessions, activity, hooks, plans, workspace; codex, entire: the other
-# formats), `settle` once the tasks are done (run/finish.py), `final` in the final stage
-# (run/finalize.py), `archive` where an earlier output is read as a source (sources/archive.py),
-# `report` by `asr-batch report` over an output's catalog (batch/report.py).
+# formats), `final` in the final stage (run/finalize.py), `archive` where an earlier output is read as
+# a source (sources/archive.py), `report` by `asr-batch report` over an output's catalog (batch/report.py).
 # A relation's name is its file's name, unique across the stages. sql/views/ (the catalog's views)
 # and sql/macros/ (defined on every connection) are read apart.
-STAGES = ("batch", "settle", "final", "archive", "report")
+STAGES = ("batch", "final", "archive", "report")
 
 
 @cache

@@ -26,7 +26,7 @@ from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import Unit, batches
+from batch.sources.base import CLAUDE_CODE, Unit, batches
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
 from batch.output.folder import WORK, Output
 from batch.output.parts import conform
@@ -93,21 +93,25 @@ def growing_groups(
     by_owner: dict[str, list[Unit]] = {}
     for unit in units:
         by_owner.setdefault(unit.owner, []).append(unit)
-    names = {f.name for f in found.files}
     shared = {
         o for b in batches_before
         if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b.groups.items())
         for o in b.groups
     }
+    candidates = [
+        owner for owner in sorted(plan.changed & shared)
+        if len(by_owner.get(owner, [])) == 1 and by_owner[owner][0].size <= batch_bytes
+        and reuse.grown(before.get(owner), current.get(owner))
+    ]
+    # what discovery read of their files' heads, by name (Claude Code transcripts only)
+    found_heads = dict(found.files.heads({e[0] for o in candidates for e in current[o]}, producer=CLAUDE_CODE))
     growing = {}
-    for owner in sorted(plan.changed & shared):
-        fp, now = before.get(owner), current.get(owner)
-        if len(by_owner.get(owner, [])) != 1 or by_owner[owner][0].size > batch_bytes:
-            continue
-        if not reuse.grown(fp, now) or not all(e[0] in names for e in now):
+    for owner in candidates:
+        fp, now = before[owner], current[owner]
+        if not all(e[0] in found_heads for e in now):
             continue
         old = {name: (size, mtime) for name, size, mtime, _ in fp}
-        if not all(same_head(heads.get(name), found.heads.get(name), old[name]) for name in old):
+        if not all(same_head(heads.get(name), found_heads.get(name), old[name]) for name in old):
             continue
         unit = by_owner[owner][0]  # a unit of transcript files: loading it lists them, it reads nothing
         files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in unit.load().streams if f.name in old]
@@ -120,7 +124,7 @@ def growing_groups(
 
 
 def same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
-    """Whether a file's head entries (`Discovery.heads`) of the previous run and of this one give the
+    """Whether a file's head entries (`FileTable.heads`) of the previous run and of this one give the
     same IDs, the previous one being of the file as fingerprinted then."""
     return head_unchanged(before, *size_mtime) and isinstance(now, list) and before[2:] == now[2:]
 

@@ -16,6 +16,7 @@ from batch import reuse
 from batch.incremental.state import Batch, State
 from batch.output.folder import Output
 from batch.sources.base import Stream, Unit
+from batch.sources.files import FileTable
 
 
 def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
@@ -107,7 +108,7 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
 
 
 def replaced(
-    output: Output, state: State | None, found: list[Stream], owners: set[str], current: dict[str, list | None]
+    output: Output, state: State | None, found: FileTable, owners: set[str], current: dict[str, list | None]
 ) -> list[dict]:
     """The files of the previous output, among the groups `owners` converted again, whose earlier
     lines are not all in them any more: gone while their group is still there, shorter than
@@ -117,27 +118,32 @@ def replaced(
     files discovery found, Claude Code transcripts and Codex rollouts."""
     if not state or not owners:
         return []
-    files = {f.name: f for f in found}
     recorded = {i["path"]: i.get("sha256") for b in state.batches for i in b.inputs}
-    before = {o: fp for o, fp in state.owners().items() if o in owners}
+    before = {o: fp for o, fp in state.owners().items() if o in owners and current.get(o) is not None}
+
+    def entries():  # (a file of the previous output as fingerprinted then, as it is now), in order
+        for owner, fp in sorted(before.items()):
+            now = {e[0]: e for e in current[owner] or [] if isinstance(e, list)}
+            for entry in fp or []:
+                if isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int):
+                    yield entry, now.get(entry[0])
+                # (else a Git object or an events file: not a file read by its bytes)
+
+    # the streams of the files whose first bytes may have been rewritten, read from discovery's table
+    files = found.streams_named({e[0] for e, now in entries() if now is not None and len(now) == 4
+                                 and now[1] >= e[1] and now[:3] != e[:3]})
     found_replaced = {}
-    for owner, fp in sorted(before.items()):
-        if current.get(owner) is None:
-            continue
-        now = {e[0]: e for e in current.get(owner) or [] if isinstance(e, list)}
-        for entry in fp or []:
-            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int)):
-                continue  # a Git object or an events file: not a file read by its bytes
-            name, size = entry[0], entry[1]
-            if name not in now:
-                found_replaced[name] = "gone"
-            elif len(now[name]) != 4:
-                continue  # gone, and converted from the output's copy of it (`plan.carry_gone_files`)
-            elif now[name][1] < size:
+    for entry, now in entries():
+        name, size = entry[0], entry[1]
+        if now is None:
+            found_replaced[name] = "gone"
+        elif len(now) != 4:
+            continue  # gone, and converted from the output's copy of it (`plan.carry_gone_files`)
+        elif now[1] < size:
+            found_replaced[name] = "rewritten"
+        elif now[:3] != entry[:3] and name in files:
+            if recorded.get(name) is None or prefix_sha256(files[name], size) != recorded[name]:
                 found_replaced[name] = "rewritten"
-            elif now[name][:3] != entry[:3] and name in files:
-                if recorded.get(name) is None or prefix_sha256(files[name], size) != recorded[name]:
-                    found_replaced[name] = "rewritten"
     if not found_replaced:
         return []
     lines = dict(

@@ -182,7 +182,7 @@ def take_previous(
     # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a
     # group that is still there): named in the manifest with the lines the previous output held
     replaced = history.replaced(
-        output, p.state, [*found.files, *found_all.rollouts], {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp,
+        output, p.state, found.files, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp,
     )
     planned = replace(p.plan, units=[u for u in p.plan.units if u.owner not in growing])
     carved = []

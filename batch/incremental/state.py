@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 
 from batch.output.layout import STATE, STATE_LAYOUT
@@ -184,11 +185,14 @@ def read(out: Path) -> State | None:
     )
 
 
-def write(folder: Path, state: State, batches: Iterable[str] | None = None) -> None:
+def write(
+    folder: Path, state: State, batches: Iterable[str] | None = None, heads: Iterable[tuple[str, list]] | None = None,
+) -> None:
     """Write `state` as the reuse state of the output folder `folder`: `json.dumps(state.to_json())`'s
     text, encoded a batch or a slice of a mapping at a time (whole, its pieces would take several
     times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run, on
-    paper"). `batches`: the batches' entries as their text (`BatchLog.texts`), in place of `state.batches`."""
+    paper"). `batches`: the batches' entries as their text (`BatchLog.texts`), in place of
+    `state.batches`; `heads`: the heads' entries (`FileTable.heads`), in place of `state.heads`."""
     texts = (_batch_text(b) for b in state.batches) if batches is None else batches
     with open(folder / STATE, "w", encoding="utf-8") as fh:
         fh.write("{")
@@ -199,12 +203,23 @@ def write(folder: Path, state: State, batches: Iterable[str] | None = None) -> N
                 for n, text in enumerate(texts):
                     fh.write(("," if n else "") + text)
                 fh.write("]")
-            elif isinstance(value, dict) and value:
-                items = list(value.items())
-                fh.write("{" + ",".join(_dumps(dict(items[n:n + _SLICE]))[1:-1] for n in range(0, len(items), _SLICE)) + "}")
+            elif key == "heads" and heads is not None:
+                _write_items(fh, heads)
+            elif isinstance(value, dict):
+                _write_items(fh, value.items())
             else:
                 fh.write(_dumps(value))
         fh.write("}\n")
+
+
+def _write_items(fh, items: Iterable[tuple[str, object]]) -> None:
+    """Write a JSON object of `items` (distinct keys), a slice of them encoded at a time."""
+    items, first = iter(items), True
+    fh.write("{")
+    while chunk := list(islice(items, _SLICE)):
+        fh.write(("" if first else ",") + _dumps(dict(chunk))[1:-1])
+        first = False
+    fh.write("}")
 
 
 _SLICE = 4096  # entries of a mapping encoded at once (`write`)

@@ -5,6 +5,7 @@ every task (docs/performance.md, "The final stage at scale")."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 from batch import reuse, sql
 from batch.incremental.state import InputEntries
 from batch.run import task
-from batch.run.memory import Stop, Stopped, connect
+from batch.run.memory import Stop, Stopped
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.entire import GIT_OBJECTS, GIT_REFS
 from batch.schema.work import WORK_SCHEMAS
@@ -339,54 +340,50 @@ class WrittenInputs:
     @staticmethod
     def write(output: Output, batches: Iterable[InputEntries]) -> WrittenInputs:
         """Write the batches' entries, in the order given and then by path (a stable sort), as the text
-        of the manifest's value, beside the final stage's: spooled to a Parquet file of the run folder
-        a batch at a time, sorted by DuckDB within `INPUTS_MEMORY` (spilling beyond it) and written an
-        entry at a time, so that the run holds none of them (docs/performance.md, "A cluster run, on paper")."""
+        of the manifest's value, beside the final stage's: each batch's entries sorted by path and
+        spooled to a file of the run folder, then merged, a few of each batch's at a time, so that
+        the run holds none of them (docs/performance.md, "A cluster run, on paper"). Each entry is
+        parsed once, for what the manifest says of them."""
         output.spill.mkdir(exist_ok=True)
-        spool = output.spill / "inputs.parquet"
-        with pq.ParquetWriter(spool, _ENTRIES) as writer:
+        spool = output.spill / "inputs.arrow"
+        count, size, foreign, versions, codex_versions, codex = 0, 0, 0, set(), set(), False
+        with pa.OSFile(str(spool), "wb") as sink, pa.ipc.new_file(sink, _ENTRIES) as writer:
             for entries in batches:
-                if texts := entries.texts():
-                    writer.write_table(pa.table({"text": texts}, schema=_ENTRIES))
-        summary = _InputsSummary()
-        with connect(spill=output.spill, memory=INPUTS_MEMORY) as con:
-            con.read_parquet(str(spool), file_row_number=True).select(
-                "text, file_row_number as entry_number").create_view("input_entries")
-            relation = sql.relation(con, "manifest_inputs", {"codex_format": registry.codex.FORMAT})
-            with relation.to_arrow_reader(batch_size=task.RELATION_BATCH_ROWS) as reader:
-                text = manifest_file.write_array(output.spill / "inputs.json", summary.texts(reader))
+                run = []
+                for text in entries.texts():
+                    entry = json.loads(text)
+                    run.append((entry["path"], text))
+                    size += entry["size"]
+                    foreign += entry["status"] == "foreign"
+                    if entry.get("format") == registry.codex.FORMAT:
+                        codex = True
+                        codex_versions.update(entry.get("versions", []))
+                    else:
+                        versions.update(entry.get("versions", []))
+                count += len(run)
+                run.sort(key=lambda t: t[0])
+                writer.write_batch(pa.record_batch([[p for p, _ in run], [t for _, t in run]], schema=_ENTRIES))
+        with pa.memory_map(str(spool)) as source:
+            file = pa.ipc.open_file(source)
+            runs = [_entries(file.get_batch(i)) for i in range(file.num_record_batches)]
+            # (heapq.merge keeps the order of the runs, that of their batches, between equal paths)
+            text = manifest_file.write_array(output.spill / "inputs.json", (t for _, t in heapq.merge(*runs, key=lambda e: e[0])))
         spool.unlink()
         return WrittenInputs(
-            text, summary.count, summary.size, summary.foreign, sorted(summary.versions[False], key=_version_key),
-            sorted(summary.versions[True], key=_version_key) if summary.codex else None,
+            text, count, size, foreign, sorted(versions, key=_version_key),
+            sorted(codex_versions, key=_version_key) if codex else None,
         )
 
 
-_ENTRIES = pa.schema([("text", pa.string())])
-# DuckDB's memory limit while it sorts the manifest's inputs (`WrittenInputs.write`): a few hundred
-# bytes an input file, spilled to the run folder beyond it
-INPUTS_MEMORY = 64 << 20
+_ENTRIES = pa.schema([("path", pa.string()), ("text", pa.string())])
+MERGE_ROWS = 16  # entries of each batch read at a time while they are merged
 
 
-class _InputsSummary:
-    """What the manifest says of its inputs, counted a slice of `manifest_inputs` at a time."""
-
-    def __init__(self) -> None:
-        self.count = self.size = self.foreign = 0
-        self.codex = False
-        self.versions: dict[bool, set[str]] = {False: set(), True: set()}
-
-    def texts(self, reader: pa.RecordBatchReader) -> Iterator[str]:
-        """The entries' texts, the summary counted as they pass."""
-        for rows in reader:
-            self.count += rows.num_rows
-            self.size += pc.sum(rows["size"]).as_py() or 0
-            self.foreign += pc.sum(rows["is_foreign"].cast(pa.int64())).as_py() or 0
-            for is_codex in (False, True):
-                chosen = rows.filter(pc.equal(rows["is_codex"], is_codex))
-                self.versions[is_codex].update(pc.unique(pc.list_flatten(chosen["versions"])).to_pylist())
-            self.codex = self.codex or pc.any(rows["is_codex"]).as_py()
-            yield from rows["text"].to_pylist()
+def _entries(rows: pa.RecordBatch) -> Iterator[tuple[str, str]]:
+    """A batch's (path, entry text), read `MERGE_ROWS` at a time."""
+    for start in range(0, rows.num_rows, MERGE_ROWS):
+        piece = rows.slice(start, MERGE_ROWS)
+        yield from zip(piece.column(0).to_pylist(), piece.column(1).to_pylist())
 
 
 def manifest(

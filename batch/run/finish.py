@@ -74,8 +74,8 @@ def settle(
         entries["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs(), out=output.out)
     if p.repair.damaged:
         entries["damaged"] = p.repair.manifest()
-    write_state(output.tmp, State(p.key, p.imports_key, found_all.found.heads, found_all.event_heads, (), reads),
-                taken.batches.texts())
+    write_state(output.tmp, State(p.key, p.imports_key, {}, found_all.event_heads, (), reads),
+                taken.batches.texts(), found_all.found.files.heads())
     return Settled(
         inputs, taken.skipped, taken.counts, summary, found_all.imports, run_frames,
         None if reused else final.SourceReads.of(reads, carving.session_owners(taken.batches)),

@@ -42,6 +42,7 @@ from batch.output.layout import STATE
 from batch.sources import claude_code, codex
 from batch.sources.base import Loaded, Stream, Unit, spooled
 from batch.sources.entire import held as git_held
+from batch.sources.files import group_owner
 from batch.version import ARCHIVE_FORMAT, VERSION
 
 # Entire lifecycle events (formats/entire_events.py): a file holds the events of one or more sessions,
@@ -213,7 +214,7 @@ def discover(
     entries = {i["path"]: i for i in rebuilt}
     groups: dict[str, list[Stream]] = {}
     for s in streams:
-        owner = s.session_key if s.producer_source in (codex.FORMAT, EVENTS) else claude_code.group_owner(s)
+        owner = group_owner(s)  # (a stream of Entire events: its own session's, as a rollout's)
         groups.setdefault(owner, []).append(s)
     chosen = {
         owner: sorted(group, key=lambda s: s.name) for owner, group in groups.items()

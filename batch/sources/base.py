@@ -26,6 +26,8 @@ import pyarrow as pa
 # the compressed forms of a file read transparently, by the suffix of its name: Codex compresses
 # rollouts idle for 7 days into one zstd frame (codex-format.md §14.2)
 COMPRESSED = {".zst": "zstd"}
+# the format of Claude Code transcripts (formats/claude_code), a stream's unless it says otherwise
+CLAUDE_CODE = "claude-code-jsonl"
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)  # slots: one per input file, held by the run
@@ -41,7 +43,7 @@ class Stream:
     agent_id: str | None = None
     sidecar: str | None = None  # the .meta.json text, verbatim
     content_level: str = "full"
-    producer_source: str = "claude-code-jsonl"  # the format module that converts the bytes
+    producer_source: str = CLAUDE_CODE  # the format module that converts the bytes
     # a file to read the bytes from when the batch runs, held as text (a Path object takes several
     # times its size, once per input file: docs/performance.md, "A cluster run, on paper")
     path: str | None = None

@@ -8,7 +8,6 @@ inline `isSidechain` turns inside the main file (1.0.x) are split later, from th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,7 +18,8 @@ from functools import partial
 from pathlib import Path
 
 from batch.errors import SourceError
-from batch.sources.base import COMPRESSED, Loaded, Stream, Unit, decompressed_size, open_file
+from batch.sources.base import COMPRESSED, Loaded, Stream, decompressed_size, open_file
+from batch.sources.files import FileTable
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 AGENT_FILE_RE = re.compile(r"^agent-(.+)\.jsonl$")
@@ -36,13 +36,12 @@ CODEX_TEMPORARY = "Codex's temporary file (a rollout being compressed or decompr
 class Discovery:
     """What discovery found: files to convert and paths it looked at but did not convert."""
 
-    files: list[Stream] = field(default_factory=list)
+    # the transcripts, a row each with what its head said, held in files (`sources/files.py`); the
+    # heads an incremental run keeps in the reuse state (see `discover`'s `known`)
+    files: FileTable = field(default_factory=FileTable)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     tool_result_files: set[str] = field(default_factory=set)  # names of files under tool-results/
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
-    # what the head of each transcript said, by shown name: [size, mtime_ns, agent ID, session ID]
-    # (see `discover`'s `known`); an incremental run keeps it in the reuse state
-    heads: dict[str, list] = field(default_factory=dict)
 
 
 def default_source() -> Path:
@@ -56,7 +55,7 @@ def display(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Discovery:
+def discover(sources: list[Path], *, known: dict[str, list] | None = None, files: FileTable | None = None) -> Discovery:
     """Find transcript files under each source path (a folder or a file).
 
     Every file below a source is either a transcript to convert or listed in `skipped` with the
@@ -64,8 +63,9 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
     A file is classified (main or subagent, its session) by its path and the IDs in its first lines;
     `known` (a previous discovery's `heads`) gives those IDs for files whose name, size and
     modification time are the same, as make and rsync compare files, so their heads are not read again.
+    The files are added to `files` (a table of its own when None).
     """
-    found = Discovery()
+    found = Discovery(FileTable() if files is None else files)
     for src in sources:
         if not os.path.lexists(src):
             raise SourceError(f"{src}: no such file or folder. Pass a Claude Code projects folder or .jsonl files.")
@@ -110,15 +110,15 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None) -> Di
                 found.skipped.append((name, "workflow run journal, not a transcript"))
                 continue
             try:
-                found.files.append(_classify(path, name, st, known or {}, found.heads))
+                found.files.add(*_classify(path, name, st, known or {}))
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     _add_compressed(found, compressed, known or {})
-    transcripts = {f.path[: -len(".jsonl")] + ".meta.json" for f in found.files if not f.codec}
-    for path, name in sidecars.items():
-        if path not in transcripts:
-            found.skipped.append((name, "sidecar without its transcript"))
-    found.files.sort(key=lambda f: (f.session_key, f.name))
+    if sidecars:
+        beside = {path[: -len(".meta.json")] + ".jsonl": name for path, name in sidecars.items()}
+        given = {os.fsencode(path) for path in beside}
+        plain = {os.fsdecode(row["path"]) for row in found.files.among("path", given, ["path", "codec"]) if row["codec"] is None}
+        found.skipped += [(name, "sidecar without its transcript") for path, name in beside.items() if path not in plain]
     return found
 
 
@@ -127,15 +127,16 @@ def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) 
     (the name without `.zst`): a file compressed or decompressed between runs is the same file. When
     both forms are there (Codex leaves them together for a moment), the plain one is read, as Codex
     does (codex-format.md §14.2)."""
-    plain = {f.name for f in found.files}
+    if not compressed:
+        return
+    plain = {row["name"] for row in found.files.among("name", {name[: -len(suffix)] for _, name, _, suffix in compressed}, ["name"])}
     for path, name, st, suffix in compressed:
         logical = name[: -len(suffix)]
         if logical in plain:
             found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
             continue
         try:
-            found.files.append(_classify(path[: -len(suffix)], logical, st, known, found.heads, source=path,
-                                         codec=COMPRESSED[suffix]))
+            found.files.add(*_classify(path[: -len(suffix)], logical, st, known, source=path, codec=COMPRESSED[suffix]))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
@@ -228,11 +229,12 @@ def _file_entry(path: str, name: str, folders: tuple[str, ...]):
 
 
 def _classify(
-    path: str, name: str, st: os.stat_result, known: dict[str, list], heads: dict[str, list], *,
-    source: str | None = None, codec: str | None = None,
-) -> Stream:
-    """The stream of the transcript at `path`, shown as `name`; a compressed one is read from
-    `source`, its size that of its decompressed bytes (read through once here)."""
+    path: str, name: str, st: os.stat_result, known: dict[str, list], *, source: str | None = None,
+    codec: str | None = None,
+) -> tuple[Stream, tuple[str | None, str | None]]:
+    """The stream of the transcript at `path`, shown as `name`, and the agent and session IDs its head
+    names; a compressed one is read from `source`, its size that of its decompressed bytes (read
+    through once here)."""
     source = source or path
     size = decompressed_size(source, codec) if codec else st.st_size
     seen = known.get(name)
@@ -241,10 +243,10 @@ def _classify(
         agent_id, session_id = seen[2], seen[3]
     else:
         agent_id, session_id = head_ids(_head(source, codec))  # also proves the file can be opened
-    heads[name] = [size, st.st_mtime_ns, agent_id, session_id]
     sidecar = path[: -len(".jsonl")] + ".meta.json"
-    return classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=source,
-                    mtime_ns=st.st_mtime_ns, codec=codec)
+    stream = classify(path, name, size, agent_id, session_id, partial(_read_sidecar, sidecar), path=source,
+                      mtime_ns=st.st_mtime_ns, codec=codec)
+    return stream, (agent_id, session_id)
 
 
 def classify(
@@ -328,32 +330,6 @@ def _read_sidecar(path: str) -> str | None:
         return None
 
 
-def group_owner(f: Stream) -> str:
-    """The session group of a file: its parent session for a subagent, else its own stream."""
-    return f.parent_session_id if f.stream_kind == "subagent" and f.parent_session_id else f.session_key
-
-
 def load_files(files: tuple[Stream, ...]) -> Loaded:
     """A unit's streams as they are: files are read when the batch converts them."""
     return Loaded(list(files))
-
-
-def units(files: list[Stream]) -> list[Unit]:
-    """One unit of work per session group (a main session with its subagents), read when its batch runs."""
-    groups: dict[str, list[Stream]] = {}
-    for f in files:
-        groups.setdefault(group_owner(f), []).append(f)
-    return [
-        Unit(owner, sum(f.size for f in group), partial(load_files, tuple(group)), label=owner,
-             fingerprint=_fingerprint(group), newest=max(f.mtime_ns or 0 for f in group))
-        for owner, group in sorted(groups.items())
-    ]
-
-
-def _fingerprint(group: list[Stream]) -> list:
-    """A group's files by name, size and modification time; a sidecar read at discovery by its digest
-    (as the reuse state holds it: `reuse.fingerprints`)."""
-    return sorted((
-        [f.name, f.size, f.mtime_ns, hashlib.sha256(f.sidecar.encode()).hexdigest() if f.sidecar else None]
-        for f in group
-    ), key=json.dumps)

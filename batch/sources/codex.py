@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
 from pathlib import Path, PurePosixPath
 
-from batch.sources.base import Loaded, Stream, Unit, open_file
+from batch.sources.base import Stream, open_file
 
 FORMAT = "codex-rollout-jsonl"
 BOM = b"\xef\xbb\xbf"
@@ -77,7 +76,7 @@ def meta_of(first: bytes) -> dict | None:
         meta = obj  # legacy Rust CLI (before 0.32)
     else:
         return None
-    return meta if isinstance(meta.get("id"), str) and meta["id"] else None
+    return meta if _text(meta.get("id")) else None
 
 
 def parent_thread(meta: dict) -> str | None:
@@ -87,7 +86,19 @@ def parent_thread(meta: dict) -> str | None:
     spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
     parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
     parent = parent or meta.get("parent_thread_id")
-    return parent if isinstance(parent, str) and parent else None
+    return parent if _text(parent) else None
+
+
+def _text(value: object) -> bool:
+    """Whether `value` is a string an ID can be: not empty, and text (no lone surrogate, which JSON's
+    escapes allow and no column holds)."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def is_subagent(meta: dict) -> bool:
@@ -95,20 +106,13 @@ def is_subagent(meta: dict) -> bool:
     return (isinstance(source, dict) and "subagent" in source) or meta.get("thread_source") == "subagent"
 
 
-def split(files: list[Stream], heads: dict[str, list]) -> tuple[list[Stream], list[Stream]]:
-    """Files discovery found, as (Codex rollouts, the others): a rollout becomes a Codex stream.
-    `heads`: what Claude Code's discovery read of each file's head (sources/claude_code.py), kept
-    across runs; a file whose head holds a Claude Code sessionId is no rollout, and its first line is
+def refine(f: Stream, head_session_id: str | None) -> Stream:
+    """The stream a file discovery found is read as: a rollout's when its first line is a session
+    meta (`FileTable.refine`). A file whose head holds a Claude Code sessionId (`head_session_id`,
+    what Claude Code's discovery read of it, kept across runs) is no rollout, and its first line is
     not read again."""
-    codex, other = [], []
-    for f in files:
-        claude = (heads.get(f.name) or [None] * 4)[3] is not None
-        meta = rollout_meta(f.path, f.codec) if f.path is not None and not claude else None
-        if meta is None:
-            other.append(f)
-            continue
-        codex.append(rollout_stream(f, meta))
-    return codex, other
+    meta = rollout_meta(f.path, f.codec) if f.path is not None and head_session_id is None else None
+    return f if meta is None else rollout_stream(f, meta)
 
 
 def rollout_stream(f: Stream, meta: dict) -> Stream:
@@ -130,10 +134,3 @@ def rollout_id(name: str, thread: str) -> str:
     return rollout if sep and rollout and head.endswith(f"-{thread}") else thread
 
 
-def units(files: list[Stream]) -> list[Unit]:
-    """One unit per rollout file, owned by its session, read when its batch runs."""
-    return [
-        Unit(f.session_key, f.size, partial(Loaded, [f]), label=f.name,
-             fingerprint=[[f.name, f.size, f.mtime_ns, None]], newest=f.mtime_ns or 0)
-        for f in sorted(files, key=lambda s: (s.session_key, s.name))
-    ]

@@ -22,10 +22,10 @@ from batch.formats.codex import report as codex_report
 from batch.sources import archive
 from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
-from batch.sources.base import Stream, Unit
+from batch.sources.base import Unit
+from batch.sources.files import FileTable
 from batch.sources.claude_code import Discovery, default_source
 from batch.sources.claude_code import discover as discover_files
-from batch.sources.claude_code import units as file_units
 from batch.sources.git import is_repository
 
 # The converter of each stream format (Stream.producer_source): one registration line per format.
@@ -47,8 +47,6 @@ class Inputs:
     event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
     archives: list[archive.Archive] = field(default_factory=list)  # earlier outputs read
     carried: dict[str, archive.Archive] = field(default_factory=dict)  # owner -> the output its unit is rebuilt from
-    # the files found that are Codex rollouts (not in found.files, which lists the Claude Code files)
-    rollouts: list[Stream] = field(default_factory=list)
 
 
 def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], events: list[Path] | tuple[Path, ...]
@@ -62,18 +60,20 @@ def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], even
 
 def discover(
     sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
-    known_events: dict | None = None, previous: Path | None = None,
+    known_events: dict | None = None, previous: Path | None = None, folder: Path | None = None,
 ) -> Inputs:
     """Ask each source for its units: Git repositories hold Entire checkpoints, asr-batch outputs the
     files they were converted from, other paths Claude Code files and Codex rollouts (a .jsonl file
     whose first line is a Codex session_meta is read as Codex). `known` and `known_events`: the heads
     of Claude Code files and of event files a previous discovery read (`claude_code.discover`,
     `entire_events.discover`). `previous`: the output being replaced, read as a source (its reuse
-    state is another version's): it gives the groups no other input gives."""
+    state is another version's): it gives the groups no other input gives. `folder`: where the files
+    found are held (`FileTable`; a temporary folder when None)."""
     repos = [p for p in sources if is_repository(p)] + entire
     outputs = [p for p in sources if p not in repos and archive.is_output(p)]
     paths = [p for p in sources if p not in repos and p not in outputs]
-    found = discover_files(paths, known=known) if paths else Discovery()
+    files = FileTable(folder, refine=codex_files.refine)  # a rollout is told by its first line
+    found = discover_files(paths, known=known, files=files) if paths else Discovery(files)
     # one import per repository, however often and however spelled it is named
     unique = {git_folder(p): p for p in reversed(repos)}
     imports = [entire_checkpoint.discover(repo, combine=combine) for repo in reversed(unique.values())]
@@ -82,8 +82,7 @@ def discover(
         folder = git_folder(imp.root)
         if folder not in found.roots:
             found.roots.append(folder)
-    rollouts, found.files = codex_files.split(found.files, found.heads)
-    all_units = file_units(found.files) + codex_files.units(rollouts) + [u for imp in imports for u in imp.units]
+    all_units = found.files.units() + [u for imp in imports for u in imp.units]
     event_heads = {}
     if events:  # files of Entire lifecycle events, named with --entire-events
         event_units, event_files = entire_events.discover(events, known=known_events)
@@ -98,7 +97,7 @@ def discover(
         archives.append(archive.discover(previous, exclude=given))
     for arch in archives:
         imports += carry_repositories(arch, {imp.repository for imp in imports})
-    inputs = Inputs(found, all_units, imports, event_heads, archives, rollouts=rollouts)
+    inputs = Inputs(found, all_units, imports, event_heads, archives)
     _carry(inputs)
     return inputs
 

@@ -444,13 +444,16 @@ def test_batches_hold_sessions_of_the_same_age():
     ]
 
 
-def test_a_unit_has_the_age_of_its_newest_file():
+def test_a_unit_has_the_age_of_its_newest_file(tmp_path):
     from batch.sources.base import Stream
-    from batch.sources.claude_code import units
+    from batch.sources.files import FileTable
 
     main = Stream("p/s.jsonl", 5, "main", "s", "s", mtime_ns=3)
     subagent = Stream("p/agent-x.jsonl", 5, "subagent", "x", "s/x", parent_session_id="s", agent_id="x", mtime_ns=7)
-    assert [(u.owner, u.newest) for u in units([main, subagent])] == [("s", 7)]
+    table = FileTable(tmp_path)
+    table.add(subagent, (None, "s"))
+    table.add(main, (None, "s"))
+    assert [(u.owner, u.newest, u.size) for u in table.units()] == [("s", 7, 10)]
 
 
 def test_a_head_entry_that_does_not_fit_is_not_used(sample):
@@ -460,8 +463,9 @@ def test_a_head_entry_that_does_not_fit_is_not_used(sample):
         return [(f.name, f.session_key, f.stream_kind, f.parent_session_id, f.agent_id) for f in found.files]
 
     first = discover([sample])
-    assert discover([sample], known=first.heads).heads == first.heads
-    damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in first.heads.items()}
+    heads = dict(first.files.heads())
+    assert dict(discover([sample], known=heads).files.heads()) == heads
+    damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in heads.items()}
     damaged[next(iter(damaged))] = ["not", "a head"]
     assert shape(discover([sample], known=damaged)) == shape(first)
 

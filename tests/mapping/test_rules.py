@@ -20,7 +20,8 @@ import batch.run.task
 from batch.errors import OutputError, SourceError
 from batch.reuse import part_id
 from batch.schema import TABLES
-from batch.sources.claude_code import discover, group_owner
+from batch.sources.claude_code import discover
+from batch.sources.files import group_owner
 from conftest import (
     SID,
     SID2,

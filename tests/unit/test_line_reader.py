@@ -187,7 +187,7 @@ def test_a_line_longer_than_a_slice(monkeypatch):
 
 @pytest.fixture(scope="module")
 def corpus_streams() -> list[Stream]:
-    streams = discover([CORPUS]).files
+    streams = list(discover([CORPUS]).files)
     assert len(streams) > 50
     return streams
 

@@ -12,7 +12,7 @@ from conftest import FIXTURES, SAMPLE
 from entire_repos import build_scenario
 
 from batch.formats import entire_checkpoint
-from batch.sources.claude_code import discover, units
+from batch.sources.claude_code import discover
 
 
 def loaded(unit) -> tuple:
@@ -27,7 +27,8 @@ def loaded(unit) -> tuple:
 
 
 def test_claude_code_units_go_to_another_process():
-    found = units(discover([SAMPLE]).files)
+    files = discover([SAMPLE]).files  # (its folder is there while it is)
+    found = files.units()
     assert len(found) == len({u.owner for u in found}) > 1
     for unit in found:
         copy = pickle.loads(pickle.dumps(unit))
