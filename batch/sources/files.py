@@ -178,14 +178,13 @@ class FileTable:
             for bucket in sorted(self.writers):
                 with pa.memory_map(self._bucket(bucket)) as source:
                     rows = pa.ipc.open_stream(source).read_all()
-                rows = rows.append_column("is_other", pc.not_equal(rows["producer_source"], CLAUDE_CODE))
-                rows = rows.sort_by(order).drop_columns(["is_other"])
-                for piece in rows.to_batches(max_chunksize=BATCH_ROWS):
-                    writer.write_batch(piece)
-                    for row in piece.select(["name", "size", "mtime_ns", "owner", "producer_source", "sidecar_sha256"]).to_pylist():
-                        grouping.add(row)
-                grouping.close()
-                del rows
+                    rows = rows.append_column("is_other", pc.not_equal(rows["producer_source"], CLAUDE_CODE))
+                    for piece in rows.sort_by(order).drop_columns(["is_other"]).to_batches(max_chunksize=BATCH_ROWS):
+                        writer.write_batch(piece)
+                        for row in piece.select(["name", "size", "mtime_ns", "owner", "producer_source", "sidecar_sha256"]).to_pylist():
+                            grouping.add(row)
+                    grouping.close()
+                    del rows
                 os.unlink(self._bucket(bucket))
         self.writers = {}
         # in the order of the rows' sort, across buckets
