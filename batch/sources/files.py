@@ -181,6 +181,7 @@ class FileTable:
                     rows = rows.append_column("is_other", pc.not_equal(rows["producer_source"], CLAUDE_CODE))
                     for piece in rows.sort_by(order).drop_columns(["is_other"]).to_batches(max_chunksize=BATCH_ROWS):
                         writer.write_batch(piece)
+                        grouping.batches.append(grouping.row)
                         for row in piece.select(["name", "size", "mtime_ns", "owner", "producer_source", "sidecar_sha256"]).to_pylist():
                             grouping.add(row)
                     grouping.close()
@@ -198,6 +199,7 @@ class _Grouping:
     def __init__(self, path: str) -> None:
         self.path = path
         self.units: list[tuple[tuple[bool, str, str], Unit]] = []
+        self.batches: list[int] = []  # the first row of each record batch written
         self.row = 0
         self.start, self.owner, self.entries, self.size, self.newest = 0, None, [], 0, 0
 
@@ -206,7 +208,7 @@ class _Grouping:
             self.close()
             entry = [row["name"], row["size"], row["mtime_ns"], None]
             self.units.append(((True, row["owner"], row["name"]), Unit(
-                row["owner"], row["size"], partial(load_rows, self.path, self.row, 1), label=row["name"],
+                row["owner"], row["size"], self._load(self.row, 1), label=row["name"],
                 fingerprint=[entry], newest=row["mtime_ns"] or 0,
             )))
             self.row += 1
@@ -220,11 +222,18 @@ class _Grouping:
         self.newest = max(self.newest, row["mtime_ns"] or 0)
         self.row += 1
 
+    def _load(self, start: int, count: int) -> partial:
+        """A unit's `load`: its rows, from the sorted file's row `start` on (in the record batch passing)."""
+        batch = len(self.batches) - 1
+        while self.batches[batch] > start:  # (a group that began in an earlier record batch)
+            batch -= 1
+        return partial(load_rows, self.path, batch, start - self.batches[batch], count)
+
     def close(self) -> None:
         """The unit of the group whose rows passed last."""
         if self.entries:
             self.units.append(((False, self.owner, ""), Unit(
-                self.owner, self.size, partial(load_rows, self.path, self.start, len(self.entries)), label=self.owner,
+                self.owner, self.size, self._load(self.start, len(self.entries)), label=self.owner,
                 # a group's files by name, size, modification time and sidecar digest, sorted by their JSON text
                 # (as the reuse state holds it: `reuse.fingerprints`)
                 fingerprint=sorted(self.entries, key=json.dumps), newest=self.newest,
@@ -232,20 +241,16 @@ class _Grouping:
         self.start, self.owner, self.entries, self.size, self.newest = self.row, None, [], 0, 0
 
 
-def load_rows(path: str, start: int, count: int) -> Loaded:
-    """A unit's streams: the rows `start` to `start + count` of the sorted file at `path`."""
-    streams, offset = [], 0
+def load_rows(path: str, batch: int, offset: int, count: int) -> Loaded:
+    """A unit's streams: `count` rows of the sorted file at `path` from row `offset` of its record
+    batch `batch` on."""
+    streams = []
     with pa.memory_map(path) as source:
         file = pa.ipc.open_file(source)
-        for i in range(file.num_record_batches):
-            rows = file.get_batch(i)
-            if offset + rows.num_rows > start and offset < start + count:
-                first = max(start - offset, 0)
-                wanted = rows.slice(first, min(start + count - offset, rows.num_rows) - first)
-                streams += [_stream(row) for row in wanted.select(list(STREAM_FIELDS)).to_pylist()]
-            offset += rows.num_rows
-            if offset >= start + count:
-                break
+        while len(streams) < count:
+            rows = file.get_batch(batch).slice(offset, count - len(streams))
+            streams += [_stream(row) for row in rows.select(list(STREAM_FIELDS)).to_pylist()]
+            batch, offset = batch + 1, 0
     return Loaded(streams)
 
 

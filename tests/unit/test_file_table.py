@@ -59,8 +59,10 @@ def _expected(streams: list[Stream]) -> list[tuple]:
     return claude + rollouts
 
 
-@pytest.mark.parametrize("n", [0, 1, 9, 3000], ids=["none", "one", "a few", "many slices"])
-def test_units_are_those_of_the_streams_grouped_in_memory(tmp_path, n):
+@pytest.mark.parametrize(("n", "batch_rows"), [(0, 1024), (1, 1024), (9, 1024), (3000, 1024), (300, 1)],
+                         ids=["none", "one", "a few", "many slices", "a group over record batches"])
+def test_units_are_those_of_the_streams_grouped_in_memory(tmp_path, monkeypatch, n, batch_rows):
+    monkeypatch.setattr(ft, "BATCH_ROWS", batch_rows)
     streams = _streams(n)
     random.Random(n).shuffle(streams)  # the order a walk finds them in does not matter
     table = ft.FileTable(tmp_path)
