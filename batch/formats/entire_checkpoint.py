@@ -37,7 +37,7 @@ from batch.formats.rows import dump_json, to_frame
 from batch.schema.workspace import USAGE_SUMMARIES, VCS_EVENTS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import codex as codex_files
-from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit
 from batch.sources.entire import (
     Blob,
     CommitLink,
@@ -54,7 +54,6 @@ from batch.sources.entire import (
 from batch.sources.entire import held
 from batch.sources.git import open_repository, repository_name
 
-CLAUDE_CODE = "claude-code-jsonl"
 CODEX = codex_files.FORMAT
 CHECKPOINT_META = "io.entire/checkpoint"
 AGENT_FILE = re.compile(r"(?:^|/)agent-(.+)\.jsonl$")

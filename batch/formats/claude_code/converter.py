@@ -38,11 +38,11 @@ from batch.formats.claude_code.streams import Narrowed
 from batch.formats.lines import LineChunks
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import Stream
+from batch.sources.base import CLAUDE_CODE, Stream
 from batch.transforms.elide import Elided
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
-FORMAT = "claude-code-jsonl"
+FORMAT = CLAUDE_CODE
 # The batch's output and work tables; those not built by the steps in `convert` are built by the
 # sql/batch/<folder>/<name>.sql files, in the order their `-- reads:` headers give (sql.order).
 BATCH_OUTPUTS = (*(t.name for t in TABLES if t.stage == "batch"), *WORK_SCHEMAS)

@@ -24,10 +24,11 @@ from batch.sources.entire.model import (
 from batch.sources.entire.scan import scan_checkpoints
 from batch.sources.entire.selection import select_sessions
 from batch.sources import codex
+from batch.sources.base import CLAUDE_CODE
 from batch.sources.git import read_blob
 
 # The agents whose native transcript (full.jsonl) a converter of this project reads, by Entire's name.
-NATIVE_AGENTS = {"Claude Code": "claude-code-jsonl", "Codex": codex.FORMAT}
+NATIVE_AGENTS = {"Claude Code": CLAUDE_CODE, "Codex": codex.FORMAT}
 
 
 def load_session(repo: pygit2.Repository, session: SessionEntry) -> SessionUnit:
@@ -162,7 +163,7 @@ def native_format_of(session: SessionEntry, transcript: Blob | None) -> str | No
     if agent is not None:
         return NATIVE_AGENTS.get(agent)
     obj = json_or_none(first)
-    return "claude-code-jsonl" if isinstance(obj, dict) and isinstance(obj.get("type"), str) else None
+    return CLAUDE_CODE if isinstance(obj, dict) and isinstance(obj.get("type"), str) else None
 
 
 def iter_units(repo: pygit2.Repository, *, combine: bool = False) -> Iterator[SessionUnit]:
