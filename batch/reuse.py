@@ -22,11 +22,10 @@ rows then span several batches of the state, each listing the group with its cur
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
 from batch.incremental.state import Batch, State
-from batch.sources.base import Unit
+from batch.sources.base import Unit, fingerprint_entries, fingerprint_text
 
 
 def part_id(owners: list[str] | tuple[str, ...]) -> str:
@@ -39,29 +38,24 @@ def run_key(tool_result_files: set[str]) -> str:
     return hashlib.sha256("\n".join(sorted(tool_result_files)).encode()).hexdigest()
 
 
-def fingerprints(units: list[Unit]) -> dict[str, list | None]:
-    """Each owner's fingerprint as stored in the state (JSON lists); None when a unit of it has none.
-    A unit's fingerprint given as a list is in that form already (its entries lists, sorted by their
-    JSON text): an owner of one such unit shares it rather than a copy (one entry per input file,
-    held for the whole run)."""
-    found: dict[str, list | None] = {}
+def fingerprints(units: list[Unit]) -> dict[str, str | None]:
+    """Each owner's fingerprint as the state stores it (`fingerprint_text`); None when a unit of it
+    has none. A unit's fingerprint given as text is in that form already: an owner of one such unit
+    shares it rather than a copy (held for the whole run)."""
+    found: dict[str, str | None] = {}
     for unit in units:
         if unit.owner in found and found[unit.owner] is None:
             continue
         if unit.fingerprint is None:
             found[unit.owner] = None
-        elif unit.owner not in found and isinstance(unit.fingerprint, list):
+        elif unit.owner not in found and isinstance(unit.fingerprint, str):
             found[unit.owner] = unit.fingerprint
         else:
             # entries of several sources (files, Git objects) differ in shape: ordered by their JSON text
-            entries = [*(found.get(unit.owner) or []), *_lists(unit.fingerprint)]
-            found[unit.owner] = sorted(entries, key=json.dumps)
+            found[unit.owner] = fingerprint_text(
+                [*fingerprint_entries(found.get(unit.owner)), *fingerprint_entries(unit.fingerprint)]
+            )
     return found
-
-
-def _lists(value: object) -> object:
-    """`value` as the state's JSON holds it: its tuples as lists (its strings and numbers the same objects)."""
-    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 @dataclass
@@ -87,7 +81,7 @@ class Plan:
 
 
 def plan(
-    units: list[Unit], previous: State | None, *, key: str, current: dict[str, list | None] | None = None,
+    units: list[Unit], previous: State | None, *, key: str, current: dict[str, str | None] | None = None,
     prune: bool = False, full: bool = False,
 ) -> Plan:
     """Split `units` into the previous batches that can be reused and the units to convert
@@ -105,8 +99,10 @@ def plan(
     before = previous.owners()
     # a group no unit provides, none of whose files is in another group now (a file classified
     # anew, a session become another's subagent, is converted again where it is)
-    names = {e[0] for fp in current.values() for e in fp or []}
-    gone = frozenset(o for o in before.keys() - current.keys() if not any(e[0] in names for e in before[o] or []))
+    absent = {o: [e[0] for e in fingerprint_entries(before[o])] for o in before.keys() - current.keys()}
+    wanted = {name for names in absent.values() for name in names}
+    names = {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted} if wanted else set()
+    gone = frozenset(o for o, files in absent.items() if not any(name in names for name in files))
     kept = frozenset() if prune else gone
     for batch in batches:
         groups = batch.groups
@@ -125,7 +121,7 @@ def plan(
     return Plan(reused, rest, complete, changed, carved, kept, gone - kept)
 
 
-def unchanged(owner: str, fp: object, current: dict[str, list | None], kept: frozenset[str]) -> bool:
+def unchanged(owner: str, fp: str | None, current: dict[str, str | None], kept: frozenset[str]) -> bool:
     """Whether a group of the previous output stays as it is: its fingerprint is the same, or it is kept."""
     return owner in kept or (current.get(owner) is not None and current[owner] == fp)
 
@@ -144,21 +140,19 @@ def unverified(reused: list[Batch], digests: dict[str, str], kept: frozenset[str
     return changed
 
 
-def grown(before: object, now: object) -> bool:
+def grown(before: str | None, now: str | None) -> bool:
     """Whether a group's files (fingerprints `before` and `now`, as stored in the state) only grew:
     every file of `before` is still there under its name, at least as large, with the same sidecar
     digest (new files are allowed). Only files fingerprinted by name, size, time and sidecar qualify."""
 
-    def files(fp: object) -> dict[str, list] | None:
-        if not isinstance(fp, list) or not fp:
-            return None
+    def files(fp: str | None) -> dict[str, list] | None:
         entries = {}
-        for e in fp:
+        for e in fingerprint_entries(fp):
             if not (isinstance(e, list) and len(e) == 4 and isinstance(e[0], str) and isinstance(e[1], int)
                     and isinstance(e[2], int) and (e[3] is None or isinstance(e[3], str))):
                 return None
             entries[e[0]] = e
-        return entries
+        return entries or None
 
     old, new = files(before), files(now)
     if old is None or new is None or old == new:

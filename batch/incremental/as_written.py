@@ -33,6 +33,7 @@ from batch.output.parts import copy_statement
 from batch.run import finalize as final
 from batch.schema import TABLES
 from batch.sources import archive, registry
+from batch.sources.base import fingerprint_entries, fingerprint_text
 
 # the tables whose rows a group's sessions own: the batch and final tables but the checkpoint
 # tables sources fill once per run (kept by their own keys: `final.keep_run_rows`)
@@ -52,10 +53,10 @@ class Group:
     written_by: str  # the version that wrote its rows (that output's, or the one it carried them from)
 
     @property
-    def fingerprint(self) -> list:
+    def fingerprint(self) -> str:
         """As the state records it: per file, name, size and recorded SHA-256 (those of files rebuilt
         from an output): no input file gives it again by that name."""
-        return sorted([i["path"], i.get("size"), i.get("sha256")] for i in self.inputs)
+        return fingerprint_text([i["path"], i.get("size"), i.get("sha256")] for i in self.inputs)
 
 
 def find(inputs: registry.Inputs, held: set[str]) -> list[Group]:
@@ -65,7 +66,7 @@ def find(inputs: registry.Inputs, held: set[str]) -> list[Group]:
     session of those outputs is then in the new output, converted or as written. An output named
     first wins over the next, as for rebuilt groups."""
     given = {u.owner for u in inputs.units} | held
-    files = {e[0] for u in inputs.units for e in u.fingerprint or () if len(e) in (3, 4)}
+    files = {e[0] for u in inputs.units for e in fingerprint_entries(u.fingerprint) if len(e) in (3, 4)}
     found = []
     for arch in inputs.archives:
         manifest = manifest_keys(arch.root, ("inputs", "as_written")) or {}

@@ -25,6 +25,7 @@ from batch.errors import OutputError
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.output.folder import WORK, Output
+from batch.sources.base import fingerprint_entries
 
 if TYPE_CHECKING:
     from batch.incremental.deltas import Growth
@@ -49,11 +50,11 @@ class Piece:
     keys: tuple[dict, dict, list[str]]  # what tells a row's group: `key_owners` and the batch's groups
 
 
-def path_owners(groups: Mapping[str, list | None]) -> dict[str, str | None]:
+def path_owners(groups: Mapping[str, str | None]) -> dict[str, str | None]:
     """The group of each file the groups' fingerprints name (None: named by two groups)."""
     path_owner: dict[str, str | None] = {}
     for owner, fp in groups.items():
-        for name, *_ in fp or []:
+        for name, *_ in fingerprint_entries(fp):
             path_owner[name] = owner if path_owner.get(name, owner) == owner else None
     return path_owner
 
@@ -287,7 +288,7 @@ def carve(
             counts[p.table] = rows
         rows_by_group[part_label(p.table, p.work)] = tuple(p.by_group.get(g, 0) if g in kept else 0 for g in listed)
     path_owner = path_owners(groups)
-    files = {name for owner in keep for name, *_ in groups[owner] or []}
+    files = {name for owner in keep for name, *_ in fingerprint_entries(groups[owner])}
     entry = {owner: groups[owner] for owner in keep}
     entry.update((owner, growing[owner].fp) for owner in remaining)
     return Batch(

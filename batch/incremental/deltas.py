@@ -26,7 +26,7 @@ from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import CLAUDE_CODE, Unit, batches
+from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
 from batch.output.folder import WORK, Output
 from batch.output.parts import conform
@@ -42,7 +42,7 @@ class Growth:
     new: Unit
     old: Unit  # the same files, read up to their previous sizes (files added since left out)
     files: dict[str, str | None]  # the previous files' names, with the SHA-256 recorded for each
-    fp: list  # its current fingerprint, as the state stores it
+    fp: str  # its current fingerprint, as the state stores it
 
 
 class Captured:
@@ -77,7 +77,7 @@ class CapturedPart:
 
 
 def growing_groups(
-    plan: reuse.Plan, state: State | None, found: Discovery, units: list[Unit], current: dict[str, list | None],
+    plan: reuse.Plan, state: State | None, found: Discovery, units: list[Unit], current: dict[str, str | None],
     batch_bytes: int,
 ) -> dict[str, Growth]:
     """The changed groups to re-run as deltas: Claude Code session groups whose every file only grew
@@ -104,13 +104,14 @@ def growing_groups(
         and reuse.grown(before.get(owner), current.get(owner))
     ]
     # what discovery read of their files' heads, by name (Claude Code transcripts only)
-    found_heads = dict(found.files.heads({e[0] for o in candidates for e in current[o]}, producer=CLAUDE_CODE))
+    found_heads = dict(found.files.heads(
+        {e[0] for o in candidates for e in fingerprint_entries(current[o])}, producer=CLAUDE_CODE
+    ))
     growing = {}
     for owner in candidates:
-        fp, now = before[owner], current[owner]
-        if not all(e[0] in found_heads for e in now):
+        if not all(e[0] in found_heads for e in fingerprint_entries(current[owner])):
             continue
-        old = {name: (size, mtime) for name, size, mtime, _ in fp}
+        old = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(before[owner])}
         if not all(same_head(heads.get(name), found_heads.get(name), old[name]) for name in old):
             continue
         unit = by_owner[owner][0]  # a unit of transcript files: loading it lists them, it reads nothing
@@ -119,7 +120,7 @@ def growing_groups(
             continue
         old_unit = Unit(owner, sum(f.size for f in files), partial(load_files, tuple(files)), label=unit.label,
                         newest=max(f.mtime_ns or 0 for f in files))
-        growing[owner] = Growth(unit, old_unit, {name: recorded.get(name) for name in old}, now)
+        growing[owner] = Growth(unit, old_unit, {name: recorded.get(name) for name in old}, current[owner])
     return growing
 
 
@@ -131,7 +132,7 @@ def same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
 
 def run_deltas(
     output: Output, growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, list | None], stop: Stop,
+    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, str | None], stop: Stop,
     convert_batch: Callable,
 ) -> tuple[list[Batch], dict, dict, set[str]]:
     """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
@@ -192,7 +193,7 @@ def _held_rows(
 
 def _write_delta(
     output: Output, owners: list[str], growing: dict[str, Growth], before, after, old: Captured, new: Captured,
-    held: dict, current: dict[str, list | None], used: set[str], dropped: dict, fell_back: dict[str, int],
+    held: dict, current: dict[str, str | None], used: set[str], dropped: dict, fell_back: dict[str, int],
 ) -> Batch:
     """Write a chunk's delta, converted as it was (`before`, into `old`) and as it is (`after`, into
     `new`), as one new batch; note its rewritten and fallen-back groups in `dropped` and `fell_back`.
@@ -201,12 +202,12 @@ def _write_delta(
     read = {i["path"]: i.get("sha256") for i in before.inputs}
     rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
     dropped[None] |= rewritten
-    path_owner = {name: o for o in owners for name, *_ in current[o]}
+    path_owner = {name: o for o in owners for name, *_ in fingerprint_entries(current[o])}
     key_owner = {
         i["session_key"]: path_owner[i["path"]]
         for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
     }
-    tag = hashlib.sha256(json.dumps([current[o] for o in owners]).encode()).hexdigest()
+    tag = hashlib.sha256(json.dumps([fingerprint_entries(current[o]) for o in owners]).encode()).hexdigest()
     part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
     counts, rows_by_group = {}, RowsByGroup(owners)
     for key in sorted(old.frames.keys() | new.frames.keys()):

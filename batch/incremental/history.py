@@ -15,7 +15,7 @@ import polars as pl
 from batch import reuse
 from batch.incremental.state import Batch, State
 from batch.output.folder import Output
-from batch.sources.base import Stream, Unit
+from batch.sources.base import Stream, Unit, fingerprint_entries
 from batch.sources.files import FileTable
 
 
@@ -68,7 +68,7 @@ def carried(archives: list, taken: dict, inputs: Iterable[dict], *, out: Path) -
     take (read again from their own source, or carried as written: their inputs are the run's)."""
     digests = {i["path"]: i.get("sha256") for i in inputs}
     recorded = {name: sha for a in archives for name, sha in a.recorded.items()}
-    names = {e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in u.fingerprint}
+    names = {e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in fingerprint_entries(u.fingerprint)}
     return {
         "from": [
             {
@@ -93,7 +93,9 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
     """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
     last read from (the manifest's `inputs` still list them) and when."""
     gone = {o for o, (_, present) in reads.items() if not present}
-    owner_of = {name: o for b in state_batches for o in gone & b.groups.keys() for name, *_ in b.groups[o] or []}
+    owner_of = {
+        name: o for b in state_batches for o in gone & b.groups.keys() for name, *_ in fingerprint_entries(b.groups[o])
+    }
     paths: dict[str, set[str]] = {}
     for b in state_batches:
         if not gone & b.groups.keys():  # a group's inputs are recorded by a batch holding it
@@ -108,7 +110,7 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
 
 
 def replaced(
-    output: Output, state: State | None, found: FileTable, owners: set[str], current: dict[str, list | None]
+    output: Output, state: State | None, found: FileTable, owners: set[str], current: dict[str, str | None]
 ) -> list[dict]:
     """The files of the previous output, among the groups `owners` converted again, whose earlier
     lines are not all in them any more: gone while their group is still there, shorter than
@@ -123,8 +125,8 @@ def replaced(
 
     def entries():  # (a file of the previous output as fingerprinted then, as it is now), in order
         for owner, fp in sorted(before.items()):
-            now = {e[0]: e for e in current[owner] or [] if isinstance(e, list)}
-            for entry in fp or []:
+            now = {e[0]: e for e in fingerprint_entries(current[owner]) if isinstance(e, list)}
+            for entry in fingerprint_entries(fp):
                 if isinstance(entry, list) and len(entry) == 4 and isinstance(entry[1], int):
                     yield entry, now.get(entry[0])
                 # (else a Git object or an events file: not a file read by its bytes)

@@ -18,6 +18,7 @@ from batch.run.memory import Stop
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
+from batch.sources.base import fingerprint_entries
 
 # the tables a batch may have parts of (named by its groups)
 PART_TABLE_NAMES = [t.name for t in TABLES if t.stage in ("batch", "final")]
@@ -31,7 +32,7 @@ class Planned:
     state: State | None  # the previous state without the groups that must be converted again
     key: str
     imports_key: str
-    owners_fp: dict[str, list | None]
+    owners_fp: dict[str, str | None]
     plan: reuse.Plan
     splits: dict[str, list[carving.Piece] | None]  # the batches to carve, split by group
     keys: dict  # `carving.session_owners` of the previous state
@@ -53,7 +54,7 @@ class Planned:
 
 
 def carry_gone_files(
-    output: Output, previous: State, found_all: registry.Inputs, current: dict[str, list | None], damaged: set[str],
+    output: Output, previous: State, found_all: registry.Inputs, current: dict[str, str | None], damaged: set[str],
 ) -> bool:
     """Add to `found_all.units` the files of the groups they give at the same place that the previous
     output read and no input gives any more (a subagent's transcript deleted while its session's is
@@ -61,15 +62,27 @@ def carry_gone_files(
     from its `damaged` part files): converted with their group, their rows stay; a group no other input
     gives (a session only such a file names) is carried, its source not present. `current`: the units'
     fingerprints; True when units were added."""
-    names = {e[0] for fp in current.values() for e in fp or []}
-    # each group's files by name (a file's entry: name, size, time, sidecar; a file rebuilt from the
-    # copy: name, size, SHA-256), not the Git objects of Entire sessions, which their repository or its
-    # copy gives; of a group given at the same place (some of its files by the same names: not an
-    # archive moved or copied under another name, all of whose files are given again under new names)
-    before = {o: {e[0] for e in fp or [] if len(e) in (3, 4)} for o, fp in previous.owners().items()}
-    gone = set().union(*(paths - names for o, paths in before.items() if o in current and paths & names))
+    def files(fp: str | None) -> set[str]:
+        # a group's files by name (a file's entry: name, size, time, sidecar; a file rebuilt from the
+        # copy: name, size, SHA-256), not the Git objects of Entire sessions, which their repository or its copy gives
+        return {e[0] for e in fingerprint_entries(fp) if len(e) in (3, 4)}
+
+    # the groups given now that read files before which they do not name now (each with whether it
+    # still names one of its files of before)
+    candidates = {}
+    for o, fp in previous.owners().items():
+        if o in current:
+            paths, now = files(fp), {e[0] for e in fingerprint_entries(current[o])}
+            if paths - now:
+                candidates[o] = paths, bool(paths & now)
+    wanted = set().union(*(paths for paths, _ in candidates.values()))
+    names = {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted} if wanted else set()
+    # files no input gives now, of a group given at the same place (some of its files by the same names:
+    # not an archive moved or copied under another name, all of whose files are given again under new names)
+    gone = set().union(*(paths - names for paths, here in candidates.values() if here or paths & names))
     if not gone:
         return False
+    before = {o: files(fp) for o, fp in previous.owners().items()}
     # every group those files are of (a file of events names several sessions, some no file gives now)
     copy = archive.discover(output.out, owners={o for o, paths in before.items() if paths & gone}, paths=gone,
                             damaged=damaged)

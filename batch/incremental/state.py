@@ -23,12 +23,14 @@ from pathlib import Path
 from batch.output.layout import STATE, STATE_LAYOUT
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import fingerprint_text
 from batch.version import PRODUCER, VERSION
 
 # A group's fingerprint as stored: per file [name, size, modification time ns, sidecar digest], per
-# Git object [kind, ID...], per file rebuilt from an earlier output [name, size, SHA-256]; None when
-# only reading tells (batch/sources/base.py `Unit.fingerprint`, `reuse.fingerprints`).
-Fingerprint = list | None
+# Git object [kind, ID...], per file rebuilt from an earlier output [name, size, SHA-256]; held as
+# its JSON text (batch/sources/base.py `fingerprint_text`, `reuse.fingerprints`); None when only
+# reading tells.
+Fingerprint = str | None
 
 
 class InputEntries:
@@ -68,7 +70,7 @@ class Batch:
     work tables in `work`), the groups they hold, and what its conversion recorded."""
 
     part: str
-    groups: Mapping[str, Fingerprint]  # owner -> fingerprint, sorted by owner
+    groups: Mapping[str, Fingerprint]  # owner -> fingerprint (given as entries, held as text), sorted by owner
     inputs: InputEntries  # the manifest's entries of the files it read (given as dicts, held as text)
     skipped: tuple[tuple[str, str], ...]  # (path, why)
     counts: Mapping[str, int]  # output table -> rows of its part
@@ -81,6 +83,10 @@ class Batch:
     def __post_init__(self) -> None:
         if not isinstance(self.inputs, InputEntries):
             object.__setattr__(self, "inputs", InputEntries(self.inputs))
+        if any(fp is not None and not isinstance(fp, str) for fp in self.groups.values()):
+            object.__setattr__(self, "groups", {
+                o: fp if fp is None or isinstance(fp, str) else fingerprint_text(fp) for o, fp in self.groups.items()
+            })
 
     def with_inputs(self, inputs: list[dict]) -> Batch:
         return replace(self, inputs=InputEntries(inputs))
@@ -89,7 +95,7 @@ class Batch:
         """The batch as the state file holds it (`inputs`: with its entries parsed, else an empty list)."""
         return {
             "part": self.part,
-            "groups": dict(self.groups),
+            "groups": {o: None if fp is None else json.loads(fp) for o, fp in self.groups.items()},
             "inputs": list(self.inputs) if inputs else [],
             "skipped": [list(s) for s in self.skipped],
             "counts": dict(self.counts),
@@ -227,9 +233,11 @@ _SLICE = 4096  # entries of a mapping encoded at once (`write`)
 
 def _batch_text(b: Batch) -> str:
     """A batch's entry as the state file holds it: `json.dumps(b.to_json())` with the state's separators."""
-    entry = b.to_json(inputs=False)
+    entry = b.to_json(inputs=False) | {"groups": {}}
+    groups = "{" + ",".join(_dumps(o) + ":" + ("null" if fp is None else fp) for o, fp in b.groups.items()) + "}"
     return "{" + ",".join(
-        _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else _dumps(v)) for k, v in entry.items()
+        _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else groups if k == "groups" else _dumps(v))
+        for k, v in entry.items()
     ) + "}"
 
 

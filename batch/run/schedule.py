@@ -20,7 +20,7 @@ from batch.run import executors, task
 from batch.run.finalize import SOURCE_LOSSES
 from batch.run.memory import Stop, default_workers, large_groups_message, largest_line
 from batch.sources import registry
-from batch.sources.base import Unit, batches
+from batch.sources.base import Unit, batches, fingerprint_entries
 
 
 def run(
@@ -114,7 +114,7 @@ def declare_too_large(
     are kept: `carving.keep_previous`)."""
     owner = units[0].owner
     # the files by the names their fingerprints give (loading an Entire unit again would read its blobs)
-    files = sorted({str(e[0]) for u in units for e in u.fingerprint or ()})
+    files = sorted({str(e[0]) for u in units for e in fingerprint_entries(u.fingerprint)})
     size = sum(u.size for u in units)
     error = " ".join(error.split())[:300]
     detail = (

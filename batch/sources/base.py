@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -167,9 +168,24 @@ class Unit:
     # What tells the unit's input apart without reading it (per file: name, size, modification
     # time, digest of its sidecar, as make and rsync do; per Git blob: its ID); None when only reading tells.
     # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
-    # A list is the form the reuse state holds (`reuse.fingerprints`): lists sorted by their JSON text.
-    fingerprint: tuple | list | None = None
+    # Its entries (tuples), or their text as the reuse state holds it (`fingerprint_text`).
+    fingerprint: tuple | str | None = None
     newest: int = 0  # the newest modification time of its files, in ns (0 when not known: Git objects)
+
+
+def fingerprint_text(entries: Iterable) -> str:
+    """A fingerprint as the reuse state holds it and a run compares it: its entries as lists, sorted
+    by their JSON text, in one JSON array. Held as text, a group's fingerprint takes about a third of
+    the memory of its entries as objects (docs/performance.md, "A cluster run, on paper")."""
+    return json.dumps(sorted((list(e) if isinstance(e, tuple) else e for e in entries), key=json.dumps),
+                      separators=(",", ":"))
+
+
+def fingerprint_entries(fingerprint: tuple | str | None) -> list:
+    """A fingerprint's entries (lists, when given as text); none for None."""
+    if isinstance(fingerprint, str):
+        return json.loads(fingerprint)
+    return list(fingerprint or ())
 
 
 def batches(units: list[Unit], *, max_bytes: int) -> list[list[Unit]]:

@@ -14,20 +14,18 @@ process runs it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
 import weakref
 import zlib
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit
+from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit, fingerprint_text
 
 SCHEMA = pa.schema([
     # a path as the file system gives it, whatever its bytes (os.fsencode)
@@ -167,7 +165,7 @@ class FileTable:
     def units(self) -> list[Unit]:
         """One unit of work per Claude Code session group (a main session with its subagents), ordered
         by owner, then one per Codex rollout, ordered by session and name; each reads its rows when its
-        batch runs (`load_rows`). The rows are sorted by group a bucket at a time into one file."""
+        batch runs (`Rows`). The rows are sorted by group a bucket at a time into one file."""
         if self.sorted is not None:
             raise ValueError("the table's units were made already")
         self._close()
@@ -209,7 +207,7 @@ class _Grouping:
             entry = [row["name"], row["size"], row["mtime_ns"], None]
             self.units.append(((True, row["owner"], row["name"]), Unit(
                 row["owner"], row["size"], self._load(self.row, 1), label=row["name"],
-                fingerprint=[entry], newest=row["mtime_ns"] or 0,
+                fingerprint=fingerprint_text([entry]), newest=row["mtime_ns"] or 0,
             )))
             self.row += 1
             self.start = self.row
@@ -222,36 +220,43 @@ class _Grouping:
         self.newest = max(self.newest, row["mtime_ns"] or 0)
         self.row += 1
 
-    def _load(self, start: int, count: int) -> partial:
+    def _load(self, start: int, count: int) -> Rows:
         """A unit's `load`: its rows, from the sorted file's row `start` on (in the record batch passing)."""
         batch = len(self.batches) - 1
         while self.batches[batch] > start:  # (a group that began in an earlier record batch)
             batch -= 1
-        return partial(load_rows, self.path, batch, start - self.batches[batch], count)
+        return Rows(self.path, batch, start - self.batches[batch], count)
 
     def close(self) -> None:
         """The unit of the group whose rows passed last."""
         if self.entries:
             self.units.append(((False, self.owner, ""), Unit(
                 self.owner, self.size, self._load(self.start, len(self.entries)), label=self.owner,
-                # a group's files by name, size, modification time and sidecar digest, sorted by their JSON text
-                # (as the reuse state holds it: `reuse.fingerprints`)
-                fingerprint=sorted(self.entries, key=json.dumps), newest=self.newest,
+                # a group's files by name, size, modification time and sidecar digest, as text
+                fingerprint=fingerprint_text(self.entries), newest=self.newest,
             )))
         self.start, self.owner, self.entries, self.size, self.newest = self.row, None, [], 0, 0
 
 
-def load_rows(path: str, batch: int, offset: int, count: int) -> Loaded:
-    """A unit's streams: `count` rows of the sorted file at `path` from row `offset` of its record
-    batch `batch` on."""
-    streams = []
-    with pa.memory_map(path) as source:
-        file = pa.ipc.open_file(source)
-        while len(streams) < count:
-            rows = file.get_batch(batch).slice(offset, count - len(streams))
-            streams += [_stream(row) for row in rows.select(list(STREAM_FIELDS)).to_pylist()]
-            batch, offset = batch + 1, 0
-    return Loaded(streams)
+class Rows:
+    """A unit's `load`: its streams, `count` rows of the sorted file at `path` from row `offset` of its
+    record batch `batch` on. (A unit is held per group for the whole run: slots take about half the
+    memory of a `functools.partial`.)"""
+
+    __slots__ = ("path", "batch", "offset", "count")
+
+    def __init__(self, path: str, batch: int, offset: int, count: int) -> None:
+        self.path, self.batch, self.offset, self.count = path, batch, offset, count
+
+    def __call__(self) -> Loaded:
+        streams, batch, offset = [], self.batch, self.offset
+        with pa.memory_map(self.path) as source:
+            file = pa.ipc.open_file(source)
+            while len(streams) < self.count:
+                rows = file.get_batch(batch).slice(offset, self.count - len(streams))
+                streams += [_stream(row) for row in rows.select(list(STREAM_FIELDS)).to_pylist()]
+                batch, offset = batch + 1, 0
+        return Loaded(streams)
 
 
 def _stream(row: dict) -> Stream:

@@ -39,21 +39,24 @@ def _streams(n: int) -> list[Stream]:
 
 def _expected(streams: list[Stream]) -> list[tuple]:
     """The units as grouping the streams in memory gives them: a Claude Code group per owner (its
-    files' fingerprint entries sorted by their JSON text), by owner; then a unit per rollout, by
-    session and name."""
+    files' fingerprint entries sorted by their JSON text, as one compact JSON text), by owner; then a
+    unit per rollout, by session and name."""
+    def text(entries: list) -> str:
+        return json.dumps(entries, separators=(",", ":"))
+
     groups: dict[str, list[Stream]] = {}
     for s in streams:
         if s.producer_source == CLAUDE_CODE:
             owner = s.parent_session_id if s.stream_kind == "subagent" else s.session_key
             groups.setdefault(owner, []).append(s)
     claude = [
-        (owner, sum(s.size for s in g), max(s.mtime_ns for s in g), sorted((
+        (owner, sum(s.size for s in g), max(s.mtime_ns for s in g), text(sorted((
             [s.name, s.size, s.mtime_ns, hashlib.sha256(s.sidecar.encode()).hexdigest() if s.sidecar else None] for s in g
-        ), key=json.dumps), sorted(g, key=lambda s: (s.session_key, s.name)))
+        ), key=json.dumps)), sorted(g, key=lambda s: (s.session_key, s.name)))
         for owner, g in sorted(groups.items())
     ]
     rollouts = [
-        (s.session_key, s.size, s.mtime_ns, [[s.name, s.size, s.mtime_ns, None]], [s])
+        (s.session_key, s.size, s.mtime_ns, text([[s.name, s.size, s.mtime_ns, None]]), [s])
         for s in sorted((s for s in streams if s.producer_source == CODEX), key=lambda s: (s.session_key, s.name))
     ]
     return claude + rollouts
