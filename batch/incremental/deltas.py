@@ -89,7 +89,6 @@ def growing_groups(
     batches_before = state.batches
     before = state.owners()
     heads = state.heads
-    recorded = {i["path"]: i.get("sha256") for b in batches_before for i in b.inputs}
     by_owner: dict[str, list[Unit]] = {}
     for unit in units:
         by_owner.setdefault(unit.owner, []).append(unit)
@@ -103,16 +102,21 @@ def growing_groups(
         if len(by_owner.get(owner, [])) == 1 and by_owner[owner][0].size <= batch_bytes
         and reuse.grown(before.get(owner), current.get(owner))
     ]
+    # the SHA-256 recorded of their files (a group's inputs are recorded by a batch holding it)
+    recorded = {i["path"]: i.get("sha256") for b in batches_before if b.groups.keys() & set(candidates) for i in b.inputs}
     # what discovery read of their files' heads, by name (Claude Code transcripts only)
     found_heads = dict(found.files.heads(
         {e[0] for o in candidates for e in fingerprint_entries(current[o])}, producer=CLAUDE_CODE
     ))
     growing = {}
     for owner in candidates:
-        if not all(e[0] in found_heads for e in fingerprint_entries(current[owner])):
+        now = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(current[owner])}
+        if not all(name in found_heads for name in now):
             continue
         old = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(before[owner])}
-        if not all(same_head(heads.get(name), found_heads.get(name), old[name]) for name in old):
+        # a file as fingerprinted before is unchanged, its head too (discovery took its entry out of `heads`)
+        if not all(now.get(name) == old[name] or same_head(heads.get(name), found_heads.get(name), old[name])
+                   for name in old):
             continue
         unit = by_owner[owner][0]  # a unit of transcript files: loading it lists them, it reads nothing
         files = [replace(f, size=old[f.name][0], mtime_ns=old[f.name][1]) for f in unit.load().streams if f.name in old]

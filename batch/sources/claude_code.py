@@ -62,8 +62,9 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
     reason, and so is every folder that cannot be read or that a symbolic link loop leads back to.
     A file is classified (main or subagent, its session) by its path and the IDs in its first lines;
     `known` (a previous discovery's `heads`) gives those IDs for files whose name, size and
-    modification time are the same, as make and rsync compare files, so their heads are not read again.
-    The files are added to `files` (a table of its own when None).
+    modification time are the same, as make and rsync compare files, so their heads are not read again;
+    each entry used is taken out of `known`, which then holds only those of the files changed or not
+    found (a run holds no head per unchanged file). The files are added to `files` (a table of its own when None).
     """
     found = Discovery(FileTable() if files is None else files)
     for src in sources:
@@ -241,6 +242,7 @@ def _classify(
     if head_unchanged(seen, size, st.st_mtime_ns):
         os.close(os.open(source, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
+        del known[name]
     else:
         agent_id, session_id = head_ids(_head(source, codec))  # also proves the file can be opened
     sidecar = path[: -len(".jsonl")] + ".meta.json"

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from batch.errors import OutputError
 from batch.incremental import state as st
 from batch.incremental.state import Batch, State
 
@@ -60,3 +61,49 @@ def test_the_batches_a_run_takes_are_spooled_and_written_as_the_state_lists_them
     by_objects.mkdir()
     st.write(by_objects, state.with_batches(sorted(taken, key=lambda b: b.part)))
     assert (tmp_path / "_reuse.json").read_text(encoding="utf-8") == (by_objects / "_reuse.json").read_text(encoding="utf-8")
+
+
+def test_read_keeps_where_each_batch_is_and_reads_its_inputs_and_rows_from_there(tmp_path):
+    state = _state(5)
+    st.write(tmp_path, state)
+    back = st.read(tmp_path)
+    assert all(isinstance(b.inputs, st.StoredInputs) and isinstance(b.rows, st.StoredRows) for b in back.batches)
+    assert [(list(b.inputs), dict(b.rows), len(b.inputs)) for b in back.batches] == [
+        ([{"path": f"p/{i}.jsonl", "size": 10 + i, "note": "ä \"q\""}], {"records": (i,)}, 1) for i in range(5)
+    ]
+    # the file changed under the run (by hand: a run holds the output's lock): said, not read as another batch
+    path = tmp_path / "_reuse.json"
+    path.write_text(" " * 40 + path.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(OutputError, match="changed while this run read it"):
+        list(back.batches[2].inputs)
+
+
+@pytest.mark.parametrize("ascii_only", [True, False], ids=["escaped", "unescaped"])
+def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only):
+    """Spaces and line breaks between its members; characters beyond ASCII as they are (then each
+    batch holds its inputs, as the file's offsets are not its characters')."""
+    state = _state(4)
+    (tmp_path / "_reuse.json").write_text(json.dumps(state.to_json(), indent=2, ensure_ascii=ascii_only) + "\n\n",
+                                          encoding="utf-8")
+    back = st.read(tmp_path)
+    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert all(isinstance(b.inputs, st.StoredInputs) is ascii_only for b in back.batches)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "more after it", "batches not an array", "a key not a string",
+                                    "an array", "a batch not as written"])
+def test_a_state_file_not_as_written_is_not_read(tmp_path, damage):
+    state = _state(3)
+    st.write(tmp_path, state)
+    path = tmp_path / "_reuse.json"
+    text, value = path.read_text(encoding="utf-8"), state.to_json()
+    text = {
+        "truncated": text[: len(text) // 2],
+        "more after it": text + "{}",
+        "batches not an array": json.dumps({**value, "batches": {"0": value["batches"][0]}}),
+        "a key not a string": "{1:" + text[1:],
+        "an array": json.dumps([value]),
+        "a batch not as written": json.dumps({**value, "batches": [{**value["batches"][0], "groups": []}]}),
+    }[damage]
+    path.write_text(text, encoding="utf-8")
+    assert st.read(tmp_path) is None
