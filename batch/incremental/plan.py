@@ -35,7 +35,7 @@ class Planned:
     owners_fp: dict[str, str | None]
     plan: reuse.Plan
     splits: dict[str, list[carving.Piece] | None]  # the batches to carve, split by group
-    keys: dict  # `carving.session_owners` of the previous state
+    keys: dict | None  # `carving.session_owners` of the previous state, when a batch was split (`session_keys`)
     growing: dict[str, deltas.Growth]  # the grown groups to re-run as deltas
     touched: list[Batch]  # the previous batches holding a growing group
     final_reused: bool  # nothing changed: the final stage is the previous run's
@@ -47,6 +47,10 @@ class Planned:
     carved: tuple[Batch, ...] = ()  # set by `take_previous`, as the next three
     delta_summary: dict = field(default_factory=dict)
     replaced: tuple[dict, ...] = ()
+
+    def session_keys(self) -> dict[str, str]:
+        """`carving.session_owners` of the previous state (held only once a batch is split: one entry a session)."""
+        return self.keys if self.keys is not None else carving.session_owners(self.previous.batches if self.previous else ())
 
     def converting(self) -> set[str]:
         """The groups this run converts: the units to convert and the grown groups re-run as deltas."""
@@ -105,6 +109,12 @@ def plan(
     # batches holding them are converted again, their kept groups from the output's copy of their files
     fixing = repair.Repair(output.recorded_files() if previous else {})
     fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
+    if previous is not None:  # a fingerprint unchanged since the previous run: one text, the state's
+        before = previous.owners()
+        for unit in units:
+            if isinstance(unit.fingerprint, str) and unit.fingerprint == before.get(unit.owner):
+                unit.fingerprint = before[unit.owner]
+        del before
     owners_fp = reuse.fingerprints(units)
     if previous is not None and not prune and carry_gone_files(output, previous, found_all, owners_fp, fixing.damaged):
         owners_fp = reuse.fingerprints(units)
@@ -133,7 +143,7 @@ def plan(
     # group first (key columns only); a batch whose rows cannot all be told apart by group is
     # dropped, with every batch sharing a group with it, and their groups are converted again.
     splits: dict[str, list[carving.Piece] | None] = {}
-    keys = carving.session_owners(previous.batches if previous else ())
+    keys = None  # (`Planned.session_keys`, once a batch is split)
     while True:
         if missing:
             lost = reuse.spread(previous.batches, missing) & planned.kept - fixing.rebuilt - fixing.lost
@@ -153,6 +163,7 @@ def plan(
         bad = {o for b in touched if damaged(b) for o in b.groups}
         for b in [*touched, *(b for b, _ in planned.carved)]:
             if b.part not in splits:
+                keys = carving.session_owners(previous.batches) if keys is None else keys
                 splits[b.part] = carving.split(output, b, keys)
             if splits[b.part] is None:
                 bad |= b.groups.keys()

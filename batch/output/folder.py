@@ -87,8 +87,8 @@ class Output:
         return folder / (f"part-{index:05d}.parquet" if isinstance(index, int) else f"part-{index}.parquet")
 
     def previous_manifest(self) -> dict:
-        """The previous output's manifest, its lists that grow with the archive (`inputs`, `_meta`,
-        `files`) left as spans of its file, copied as they are when it is written again
+        """The previous output's manifest, its values that grow with the archive (`inputs`, `_meta`,
+        `files`, `export_report`) left as spans of its file, copied as they are when it is written again
         (batch/output/manifest.py)."""
         return manifest_file.read(self.out / MANIFEST, keep=manifest_file.GROWING)
 
@@ -409,12 +409,13 @@ def _manifest_tables(folder: Path) -> list[str] | None:
 
 
 def manifest_of(folder: Path) -> dict | None:
-    """The manifest of the asr-batch output `folder` (None when it is not ours), its unassigned facts
-    and part files left as spans of the file (`_meta`, `files`: no source reads them); only reads."""
+    """The manifest of the asr-batch output `folder` (None when it is not ours), its unassigned facts,
+    part files and report left as spans of the file (`_meta`, `files`, `export_report`: no source reads
+    them); only reads."""
     try:
         if _manifest_tables(folder) is None:
             return None
-        return manifest_file.read(folder / MANIFEST, keep=("_meta", "files"))
+        return manifest_file.read(folder / MANIFEST, keep=("_meta", "files", "export_report"))
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
         return None
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 1 << 20
-# the top-level values that grow with the archive: an entry per input file, unassigned fact, part file
-GROWING = ("inputs", "_meta", "files")
+# the top-level values that grow with the archive: an entry per input file, unassigned fact, part
+# file, absent file (export_report.retention)
+GROWING = ("inputs", "_meta", "files", "export_report")
 # a top-level key's line: a newline, two spaces, the key as a JSON string, a colon and a space
 _KEY = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 
@@ -143,6 +144,28 @@ def write(path: Path, manifest: dict) -> None:
                     for chunk in encoder.iterencode(part):
                         fh.write(chunk.replace("\n", "\n  "))
         fh.write("\n}\n")
+
+
+def around(value: object) -> object:
+    """A top-level value that holds spans among its items (a fragment DuckDB wrote, nested in a
+    report): the pieces `write` writes of it, its text as `write` encodes it around each span; the
+    value itself when it holds none."""
+    spans: list[Span] = []
+
+    def marked(v: object) -> object:
+        if isinstance(v, Span):
+            spans.append(v)
+            return f"\0span {len(spans) - 1}\0"
+        if isinstance(v, dict):
+            return {k: marked(x) for k, x in v.items()}
+        return [marked(x) for x in v] if isinstance(v, list) else v
+
+    value_marked = marked(value)
+    if not spans:
+        return value
+    text = json.dumps(value_marked, indent=2).replace("\n", "\n  ")
+    pieces = re.split(r'"\\u0000span (\d+)\\u0000"', text)
+    return Pieces(tuple(spans[int(p)] if i % 2 else p for i, p in enumerate(pieces)))
 
 
 def write_array(path: Path, items: Iterable[str]) -> Span:

@@ -304,20 +304,17 @@ def finalize(
         manifest_file.Span(facts, 0, facts.stat().st_size - 1),  # but its final newline
         "\n  }",
     ))
-    absent = [
-        {
-            "kind": kind,
-            "name": name,
-            "session_key": session_key,
-            "referenced_by": {"path": path, "position": position} if path else None,
-            "status": "absent",
-            "possible_causes": ["deleted_by_retention", "not_copied", "removed"],
-        }
-        for kind, name, session_key, path, position in con.table("absent_files").fetchall()
-    ]
+    # so do the absent files (the manifest's export_report.retention.absent_files)
+    absent = output.spill / "absent.json"
+    con.execute(
+        "copy (select file_kind as kind, name, session_key, "
+        "case when source_file is not null then {'path': source_file, 'position': position} end as referenced_by, "
+        "'absent' as status, ['deleted_by_retention', 'not_copied', 'removed'] as possible_causes "
+        f"from absent_files) to {sql.quote(str(absent))} (format json, array true)"
+    )
     for name in steps:  # written: their memory is the catalog's, which follows in the same DuckDB
         con.execute(f'drop table "{name}"')
-    return counts, unassigned, absent, entire_losses
+    return counts, unassigned, manifest_file.Span(absent, 0, absent.stat().st_size - 1), entire_losses
 
 
 def _version_key(version: str) -> tuple:
@@ -391,7 +388,7 @@ def manifest(
     skipped: list[tuple[str, str]],
     counts: dict[str, int],
     unassigned: manifest_file.Pieces,
-    absent: list[dict],
+    absent: manifest_file.Span,
     imports: list,
     source_losses: dict[str, int],
     summary: dict,
@@ -410,7 +407,7 @@ def manifest(
         "rejected_lines": rejected - inputs.foreign,
         "foreign_files": inputs.foreign,
         "losses": counts.get("losses", 0),
-        "export_report": report,
+        "export_report": manifest_file.around(report),  # its absent files as DuckDB wrote them
         **extra,
         "reuse": summary,
         "_meta": unassigned,  # {"com.anthropic.claude-code/unassigned": [...]}, as DuckDB wrote it (`finalize`)

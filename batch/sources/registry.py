@@ -197,7 +197,7 @@ def run_frames(imports: list[entire_checkpoint.Import]) -> dict[str, list[pl.Dat
 
 
 def export_report(
-    versions: list[str], absent: list[dict], imports: list[entire_checkpoint.Import], source_losses: dict[str, int],
+    versions: list[str], absent: object, imports: list[entire_checkpoint.Import], source_losses: dict[str, int],
     codex_versions: list[str] | None = None,
 ) -> tuple[dict, dict]:
     """The manifest's `export_report` (what each format says of its mapping: usage selection,

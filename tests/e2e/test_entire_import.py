@@ -226,7 +226,7 @@ def test_manifest_names_provenance_and_reports_the_import(converted):
         "c0/ffee000001/0/full.jsonl", "c0/ffee000001/0/full.jsonl.001", "c0/ffee000001/0/full.jsonl.002"]
     assert entry["provenance"][0]["ref"] == "refs/heads/entire/checkpoints/v1"
     assert entry["size"] == len(WHOLE) - 1
-    assert "no redaction counts" in m["export_report"]["entire"]["redaction_counts"]
+    assert "no redaction counts" in m["export_report"].parse()["entire"]["redaction_counts"]
     (repo,) = m["entire"]["repositories"]
     assert (repo["repository"], repo["checkpoints"], repo["sessions"], repo["commit_trailers"]) == ("work", 9, 9, 4)
     assert m["entire"]["source_losses"] == {

@@ -67,6 +67,21 @@ def test_a_fragment_duckdb_wrote_is_spliced_in(tmp_path, chunk):
     assert mf.index(path)["_meta"].parse() == want["_meta"]
 
 
+def test_a_fragment_nested_in_a_value_is_spliced_where_it_is(tmp_path, chunk):
+    """A report whose list DuckDB wrote: the report's other members encoded as `write` encodes them."""
+    fragment = tmp_path / "absent.json"
+    fragment.write_text('[\n\t{"name":"a\\u0000span 0\\u0000 𝄞","at":null}\n]\n', encoding="utf-8")
+    report = {"usage": ["x", {"y": "\u00e9 \"q\""}], "retention": {"policy": "p", "absent_files": mf.Span(
+        fragment, 0, fragment.stat().st_size - 1)}, "last": 1}
+    value = mf.around(report)
+    assert isinstance(value, mf.Pieces) and mf.around({"a": [1]}) == {"a": [1]}
+    path = tmp_path / "manifest.json"
+    mf.write(path, {"format": 1, "export_report": value, "files": {}})
+    want = {**report, "retention": {"policy": "p", "absent_files": [{"name": "a\0span 0\0 𝄞", "at": None}]}}
+    assert json.loads(path.read_text(encoding="utf-8")) == {"format": 1, "export_report": want, "files": {}}
+    assert list(mf.index(path)) == ["format", "export_report", "files"]
+
+
 @pytest.mark.parametrize("count", [0, 1, 40], ids=["none", "one", "many"])
 def test_an_array_written_apart_is_spliced_as_json_dump_writes_it(tmp_path, count):
     inputs = MANIFEST["inputs"][:count]
