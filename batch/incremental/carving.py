@@ -10,7 +10,7 @@ reuse state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from dataclasses import dataclass
@@ -59,17 +59,23 @@ def path_owners(groups: Mapping[str, str | None]) -> dict[str, str | None]:
     return path_owner
 
 
-def session_owners(batches: tuple[Batch, ...] | list[Batch]) -> dict[str, str]:
+def session_owners(batches: Iterable[Batch]) -> dict[str, str]:
     """The group of each session among the inputs the batches record (a group's inputs are
-    recorded by one of the batches holding its rows)."""
+    recorded by one of the batches holding its rows): the first they give."""
     keys: dict[str, str] = {}
+    for key, owner in session_owner_pairs(batches):
+        keys.setdefault(key, owner)
+    return keys
+
+
+def session_owner_pairs(batches: Iterable[Batch]) -> Iterator[tuple[str, str]]:
+    """Each input's session and the group it is of, in the batches' order (`session_owners`)."""
     for batch in batches:
         path_owner = path_owners(batch.groups)
         for i in batch.inputs:
             owner = path_owner.get(i["path"])
             if owner is not None and i.get("session_key"):
-                keys.setdefault(i["session_key"], owner)
-    return keys
+                yield i["session_key"], owner
 
 
 def session_group(column: pl.Expr, key_owner: dict[str, str], groups: list[str]) -> pl.Expr:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batch import reuse, sql
+from batch.incremental import carving
 from batch.incremental.state import InputEntries
 from batch.run import task
 from batch.run.memory import Stop, Stopped
@@ -199,31 +200,46 @@ def _held_part(output: Output, part: str, damaged: set[str]) -> _Held | None:
 @dataclass(frozen=True)
 class SourceReads:
     """Whether each session's source was found by this run, and when it was last read: the
-    `sessions` columns `source_present` and `source_last_read_at`, by the session's group. Frames
-    of a row per group (`reads`) and per input session (`groups`), which `sessions_read` joins."""
+    `sessions` columns `source_present` and `source_last_read_at`, by the session's group. Files of
+    the run folder of a line per group (`reads`) and per input session (`groups`), written a line at a
+    time, which `register` reads into DuckDB for `sessions_read` to join: the run holds neither."""
 
-    reads: pl.DataFrame
-    groups: pl.DataFrame
+    reads: Path
+    groups: Path
 
     @staticmethod
-    def of(reads: dict[str, list], key_owner: dict[str, str]) -> SourceReads:
-        """From each group's reads (`history.reads`) and the group of each session among the inputs
-        (`carving.session_owners`)."""
-        frame = pl.DataFrame(
-            {"owner": list(reads), "present": [r[1] for r in reads.values()], "read_at": [r[0] for r in reads.values()]},
-            schema={"owner": pl.String, "present": pl.Boolean, "read_at": pl.String},
-        ).with_columns(pl.col("read_at").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC"))
-        # a group's main session is of the group even when no input names it (an Entire session without transcript)
-        groups = pl.DataFrame(
-            {"session_key": [*reads, *key_owner], "owner": [*reads, *key_owner.values()]},
-            schema={"session_key": pl.String, "owner": pl.String},
-        ).unique("session_key", keep="last", maintain_order=True)
-        return SourceReads(frame, groups)
+    def write(folder: Path, reads: dict[str, list], batches: Iterable) -> SourceReads:
+        """From each group's reads (`history.reads`) and the batches' state entries (the group of each
+        session among their inputs: `carving.session_owners`)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        found = SourceReads(folder / "source_reads.jsonl", folder / "session_groups.jsonl")
+        with open(found.reads, "w", encoding="utf-8") as fh:
+            for owner, (read_at, present) in reads.items():
+                fh.write(json.dumps({"owner": owner, "present": present, "read_at": read_at}) + "\n")
+        with open(found.groups, "w", encoding="utf-8") as fh:
+            for n, (key, owner) in enumerate(carving.session_owner_pairs(batches)):
+                fh.write(json.dumps({"n": n, "session_key": key, "owner": owner}) + "\n")
+        return found
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Register them as the tables `source_reads` and `session_groups`."""
-        sql.register(con, "source_reads", self.reads)
-        sql.register(con, "session_groups", self.groups)
+        """Read them as the tables `source_reads` and `session_groups`: a session's group is the first
+        that the inputs give (as `carving.session_owners` tells it), else its own (a group's main
+        session is of the group even when no input names it: an Entire session without transcript)."""
+        def lines(path: Path, columns: str) -> str:
+            return f"read_json({sql.quote(str(path))}, format = 'newline_delimited', columns = {{{columns}}})"
+
+        reads = lines(self.reads, "owner: 'VARCHAR', present: 'BOOLEAN', read_at: 'VARCHAR'")
+        groups = lines(self.groups, "n: 'BIGINT', session_key: 'VARCHAR', owner: 'VARCHAR'")
+        con.execute(
+            "create temp table source_reads as "
+            f"select owner, present, try_cast(read_at as timestamptz) as read_at from {reads}"
+        )
+        con.execute(
+            "create temp table session_groups as select session_key, arg_min(owner, n) as owner from ("
+            f"select session_key, owner, n from {groups} "
+            "union all select owner, owner, 9223372036854775807 from source_reads"
+            ") group by session_key"
+        )
 
 
 # The sessions with their source's reads (SourceReads): a session's group is the one the inputs
@@ -247,7 +263,7 @@ LOSSES_ALL = """
 def finalize(
     con: duckdb.DuckDBPyConnection, output: Output, run_frames: dict[str, list[pl.DataFrame]],
     sources_read: SourceReads, as_written: frozenset[str] = frozenset(),
-) -> tuple[dict[str, int], manifest_file.Pieces, list[dict], dict[str, int]]:
+) -> tuple[dict[str, int], manifest_file.Pieces, manifest_file.Span, dict[str, int]]:
     """Build the final tables in DuckDB from the batches' parts and write each by DuckDB itself:
     Python holds their counts and the manifest's short lists, no table (docs/performance.md, "The final
     stage at scale"). The parts `as_written` (batch/incremental/as_written.py) are not read: their

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from batch import reuse
-from batch.incremental import as_written, carving, history
+from batch.incremental import as_written, history
 from batch.incremental.plan import Planned, Taken, reuse_summary
 from batch.incremental.state import State
 from batch.incremental.state import write as write_state
@@ -78,7 +78,7 @@ def settle(
                 taken.batches.texts(), found_all.found.files.heads())
     return Settled(
         inputs, taken.skipped, taken.counts, summary, found_all.imports, run_frames,
-        None if reused else final.SourceReads.of(reads, carving.session_owners(taken.batches)),
+        None if reused else final.SourceReads.write(output.spill, reads, taken.batches),
         taken.batches.parts_as_written(), entries, p.previous_manifest if reused else None,
         {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
     )
