@@ -121,6 +121,12 @@ class StoredRows(Mapping):
     def __getitem__(self, label: str) -> tuple[int, ...]:
         return self._rows()[label]
 
+    def items(self):  # (each read from the file once, not once per label as Mapping's would)
+        return self._rows().items()
+
+    def keys(self):
+        return self._rows().keys()
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._rows())
 
@@ -188,6 +194,8 @@ class Batch:
         ):
             raise ValueError(f"batch {part!r} is not as this version writes it")
         rows = _rows(rows, len(groups))
+        # (as the state holds it: the entries of a fingerprint in the order `fingerprint_text` gave them)
+        groups = {o: None if fp is None else _dumps(fp) for o, fp in groups.items()}
         if stored is not None:
             inputs, rows = StoredInputs(stored, len(inputs)), None if rows is None else StoredRows(stored, len(groups))
         return Batch(
