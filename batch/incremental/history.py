@@ -68,7 +68,9 @@ def carried(archives: list, taken: dict, inputs: Iterable[dict], *, out: Path) -
     take (read again from their own source, or carried as written: their inputs are the run's)."""
     digests = {i["path"]: i.get("sha256") for i in inputs}
     recorded = {name: sha for a in archives for name, sha in a.recorded.items()}
-    names = {e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in fingerprint_entries(u.fingerprint)}
+    names = {
+        e[0] for a in archives for u in a.units if taken.get(u.owner) is a for e in fingerprint_entries(u.fingerprint)
+    }
     return {
         "from": [
             {

@@ -50,7 +50,9 @@ class Planned:
 
     def session_keys(self) -> dict[str, str]:
         """`carving.session_owners` of the previous state (held only once a batch is split: one entry a session)."""
-        return self.keys if self.keys is not None else carving.session_owners(self.previous.batches if self.previous else ())
+        if self.keys is not None:
+            return self.keys
+        return carving.session_owners(self.previous.batches if self.previous else ())
 
     def converting(self) -> set[str]:
         """The groups this run converts: the units to convert and the grown groups re-run as deltas."""

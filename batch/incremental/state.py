@@ -161,11 +161,11 @@ class Batch:
     def with_inputs(self, inputs: list[dict]) -> Batch:
         return replace(self, inputs=InputEntries(inputs))
 
-    def to_json(self, *, inputs: bool = True) -> dict:
-        """The batch as the state file holds it (`inputs`: with its entries parsed, else an empty list)."""
+    def to_json(self, *, inputs: bool = True, groups: bool = True) -> dict:
+        """The batch as the state file holds it (`inputs`, `groups`: with their entries parsed, else empty)."""
         return {
             "part": self.part,
-            "groups": {o: None if fp is None else json.loads(fp) for o, fp in self.groups.items()},
+            "groups": {o: None if fp is None else json.loads(fp) for o, fp in self.groups.items()} if groups else {},
             "inputs": list(self.inputs) if inputs else [],
             "skipped": [list(s) for s in self.skipped],
             "counts": dict(self.counts),
@@ -274,7 +274,8 @@ def read(out: Path) -> State | None:
     owners = {o: o for b in batches for o in b.groups}
     times: dict[str, str] = {}
     reads = {
-        owners.get(o, o): [times.setdefault(r[0], r[0]), *r[1:]] if isinstance(r, list) and r and isinstance(r[0], str) else r
+        owners.get(o, o): [times.setdefault(r[0], r[0]), *r[1:]] if isinstance(r, list) and r and isinstance(r[0], str)
+        else r
         for o, r in mapping("reads").items()
     }
     return State(
@@ -288,9 +289,8 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 def _members(text: str, arrays: dict[str, Callable[[object, int, int], object]]) -> dict:
     """The members of the JSON object `text`; an array named in `arrays` as the list of what its
     function gives of each entry (the entry parsed, where it starts and ends in the text), an entry
-    at a time: `json.loads` of the whole text would hold every batch's entry at once, about 2.7 KiB
-    per input file against the 1.2 the batches keep. ValueError when `text` is not a JSON object, or
-    such a member not an array."""
+    at a time: `json.loads` of the whole text would hold every batch's entry at once (about 2.7 KiB
+    per input file). ValueError when `text` is not a JSON object, or such a member not an array."""
     decode, found = json.JSONDecoder().raw_decode, {}
 
     def space(i: int) -> int:
@@ -382,7 +382,7 @@ _SLICE = 4096  # entries of a mapping encoded at once (`write`)
 
 def _batch_text(b: Batch) -> str:
     """A batch's entry as the state file holds it: `json.dumps(b.to_json())` with the state's separators."""
-    entry = b.to_json(inputs=False) | {"groups": {}}
+    entry = b.to_json(inputs=False, groups=False)
     groups = "{" + ",".join(_dumps(o) + ":" + ("null" if fp is None else fp) for o, fp in b.groups.items()) + "}"
     return "{" + ",".join(
         _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else groups if k == "groups" else _dumps(v))
