@@ -100,8 +100,7 @@ def plan(
     # a group no unit provides, none of whose files is in another group now (a file classified
     # anew, a session become another's subagent, is converted again where it is)
     absent = {o: [e[0] for e in fingerprint_entries(before[o])] for o in before.keys() - current.keys()}
-    wanted = {name for names in absent.values() for name in names}
-    names = {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted} if wanted else set()
+    names = given(current, {name for names in absent.values() for name in names})
     gone = frozenset(o for o, files in absent.items() if not any(name in names for name in files))
     kept = frozenset() if prune else gone
     for batch in batches:
@@ -119,6 +118,13 @@ def plan(
     )
     complete = not rest and not carved and len(reused) == len(batches)
     return Plan(reused, rest, complete, changed, carved, kept, gone - kept)
+
+
+def given(current: dict[str, str | None], wanted: set[str]) -> set[str]:
+    """The names among `wanted` that the fingerprints `current` give (each parsed only when some are wanted)."""
+    if not wanted:
+        return set()
+    return {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted}
 
 
 def unchanged(owner: str, fp: str | None, current: dict[str, str | None], kept: frozenset[str]) -> bool:

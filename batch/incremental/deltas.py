@@ -102,9 +102,7 @@ def growing_groups(
         if len(by_owner.get(owner, [])) == 1 and by_owner[owner][0].size <= batch_bytes
         and reuse.grown(before.get(owner), current.get(owner))
     ]
-    # the SHA-256 recorded of their files (a group's inputs are recorded by a batch holding it)
-    holding = [b for b in batches_before if b.groups.keys() & set(candidates)]
-    recorded = {i["path"]: i.get("sha256") for b in holding for i in b.inputs}
+    recorded = state.recorded(set(candidates))
     # what discovery read of their files' heads, by name (Claude Code transcripts only)
     found_heads = dict(found.files.heads(
         {e[0] for o in candidates for e in fingerprint_entries(current[o])}, producer=CLAUDE_CODE

@@ -123,8 +123,7 @@ def replaced(
     if not state or not owners:
         return []
     before = {o: fp for o, fp in state.owners().items() if o in owners and current.get(o) is not None}
-    # (a group's inputs are recorded by a batch holding it)
-    recorded = {i["path"]: i.get("sha256") for b in state.batches if b.groups.keys() & before.keys() for i in b.inputs}
+    recorded = state.recorded(set(before))
 
     def entries():  # (a file of the previous output as fingerprinted then, as it is now), in order
         for owner, fp in sorted(before.items()):

@@ -81,8 +81,7 @@ def carry_gone_files(
             paths, now = files(fp), {e[0] for e in fingerprint_entries(current[o])}
             if paths - now:
                 candidates[o] = paths, bool(paths & now)
-    wanted = set().union(*(paths for paths, _ in candidates.values()))
-    names = {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted} if wanted else set()
+    names = reuse.given(current, set().union(*(paths for paths, _ in candidates.values())))
     # files no input gives now, of a group given at the same place (some of its files by the same names:
     # not an archive moved or copied under another name, all of whose files are given again under new names)
     gone = set().union(*(paths - names for paths, here in candidates.values() if here or paths & names))

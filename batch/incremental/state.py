@@ -220,6 +220,11 @@ class State:
         """Every group of the output with its fingerprint."""
         return {o: fp for b in self.batches for o, fp in b.groups.items()}
 
+    def recorded(self, owners: set[str] | frozenset[str]) -> dict[str, str | None]:
+        """The SHA-256 recorded of each file of the groups `owners`, by path (a group's inputs are
+        recorded by a batch holding it: only those batches' entries are read)."""
+        return {i["path"]: i.get("sha256") for b in self.batches if b.groups.keys() & owners for i in b.inputs}
+
     def with_batches(self, batches: list[Batch] | tuple[Batch, ...]) -> State:
         return replace(self, batches=tuple(batches))
 

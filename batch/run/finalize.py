@@ -315,11 +315,9 @@ def finalize(
         "{'path': source_file, 'position': position} as source from unassigned_facts) "
         f"to {sql.quote(str(facts))} (format json, array true)"
     )
-    unassigned = manifest_file.Pieces((
-        '{\n    "com.anthropic.claude-code/unassigned": ',
-        manifest_file.Span(facts, 0, facts.stat().st_size - 1),  # but its final newline
-        "\n  }",
-    ))
+    # (but its final newline)
+    unassigned = manifest_file.around({"com.anthropic.claude-code/unassigned": manifest_file.Span(
+        facts, 0, facts.stat().st_size - 1)})
     # so do the absent files (the manifest's export_report.retention.absent_files)
     absent = output.spill / "absent.json"
     con.execute(
