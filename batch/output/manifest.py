@@ -168,14 +168,19 @@ def around(value: object) -> object:
     return Pieces(tuple(spans[int(p)] if i % 2 else p for i, p in enumerate(pieces)))
 
 
-def write_array(path: Path, items: Iterable[str]) -> Span:
-    """Write the JSON array of `items` (each an item's JSON text) to the file `path` as `write` writes a
-    top-level value, an item at a time, and return its span: a value the run holds as text until the
-    manifest is written (the inputs)."""
+def item_text(value: object) -> str:
+    """An item of a top-level array as `write` writes it (indented for its depth)."""
+    return json.dumps(value, indent=2).replace("\n", "\n    ")
+
+
+def write_array(path: Path, items: Iterable[str], *, encoded: bool = False) -> Span:
+    """Write the JSON array of `items` (each an item's JSON text; `encoded`: as `item_text` gives it,
+    written as it is) to the file `path` as `write` writes a top-level value, an item at a time, and
+    return its span: a value the run holds as text until the manifest is written (the inputs)."""
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("[")
         n = 0
         for n, text in enumerate(items, 1):
-            fh.write(("," if n > 1 else "") + "\n    " + json.dumps(json.loads(text), indent=2).replace("\n", "\n    "))
+            fh.write(("," if n > 1 else "") + "\n    " + (text if encoded else item_text(json.loads(text))))
         fh.write("\n  ]" if n else "]")
     return Span(path, 0, path.stat().st_size)

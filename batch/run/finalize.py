@@ -363,7 +363,7 @@ class WrittenInputs:
                 run = []
                 for text in entries.texts():
                     entry = json.loads(text)
-                    run.append((entry["path"], text))
+                    run.append((entry["path"], manifest_file.item_text(entry)))  # as the manifest writes it
                     size += entry["size"]
                     foreign += entry["status"] == "foreign"
                     if entry.get("format") == registry.codex.FORMAT:
@@ -378,7 +378,8 @@ class WrittenInputs:
             file = pa.ipc.open_file(source)
             runs = [_entries(file.get_batch(i)) for i in range(file.num_record_batches)]
             # (heapq.merge keeps the order of the runs, that of their batches, between equal paths)
-            text = manifest_file.write_array(output.spill / "inputs.json", (t for _, t in heapq.merge(*runs, key=lambda e: e[0])))
+            merged = (t for _, t in heapq.merge(*runs, key=lambda e: e[0]))
+            text = manifest_file.write_array(output.spill / "inputs.json", merged, encoded=True)
         spool.unlink()
         return WrittenInputs(
             text, count, size, foreign, sorted(versions, key=_version_key),
