@@ -243,29 +243,35 @@ def read(out: Path) -> State | None:
     columns its tables have (`State.tables`: compare with `tables_digest`); None otherwise, or when
     the file is missing, not JSON or not as this version writes it. Only reads.
 
-    The file is parsed a batch entry at a time, and each batch holds where its entry is in the file
-    (`Stored`) rather than its inputs and rows (docs/performance.md, "A cluster run, on paper")."""
+    The file is read a slice at a time and parsed an entry at a time (`_members`), and each batch
+    holds where its entry is in the file (`Stored`) rather than its inputs and rows
+    (docs/performance.md, "A cluster run, on paper")."""
     try:
         path = out.resolve() / STATE
         if path.is_symlink() or not path.is_file():
             return None
-        content = path.read_text(encoding="utf-8")
-    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop
-        return None
-    ascii_only = content.isascii()  # (offsets in characters are offsets in bytes)
+        ascii_only = _ascii(path)  # (then offsets in characters are offsets in bytes)
+        # the groups' names and read times as one object each (the reads repeat both)
+        owners: dict[str, str] = {}
+        times: dict[str, str] = {}
 
-    def batch(entry: object, start: int, end: int) -> Batch:
-        where = Stored(path, start, end, entry.get("part")) if ascii_only and isinstance(entry, dict) else None
-        return Batch.from_json(entry, where)
+        def batch(entry: object, start: int, end: int) -> Batch:
+            where = Stored(path, start, end, entry.get("part")) if ascii_only and isinstance(entry, dict) else None
+            found = Batch.from_json(entry, where)
+            owners.update((o, o) for o in found.groups)
+            return found
 
-    try:
-        value = _members(content, {"batches": batch})
-    except ValueError:  # (not JSON, or a batch not as this version writes it)
-        return None
-    del content
+        def read_time(owner: str, r: object) -> tuple[str, object]:
+            if isinstance(r, list) and r and isinstance(r[0], str):
+                r = [times.setdefault(r[0], r[0]), *r[1:]]
+            return owners.get(owner, owner), r
+
+        with open(path, encoding="utf-8", newline="") as fh:
+            value = _members(_Text(fh), {"batches": batch}, {"heads": None, "event_heads": None, "reads": read_time})
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop; ValueError: not JSON, or
+        return None  # a batch not as this version writes it
     if value.get("producer") != {"name": PRODUCER, "version": VERSION} or value.get("layout") != STATE_LAYOUT:
         return None
-    batches = tuple(value.get("batches", ()))
 
     def mapping(key: str) -> dict:
         found = value.get(key)
@@ -275,72 +281,146 @@ def read(out: Path) -> State | None:
         found = value.get(key)
         return found if isinstance(found, str) else None
 
-    # the groups' names and read times as one object each (the reads repeat both)
-    owners = {o: o for b in batches for o in b.groups}
-    times: dict[str, str] = {}
-    reads = {
-        owners.get(o, o): [times.setdefault(r[0], r[0]), *r[1:]] if isinstance(r, list) and r and isinstance(r[0], str)
-        else r
-        for o, r in mapping("reads").items()
-    }
     return State(
-        text("run_key"), text("imports"), mapping("heads"), mapping("event_heads"), batches, reads, text("tables"),
+        text("run_key"), text("imports"), mapping("heads"), mapping("event_heads"), tuple(value.get("batches", ())),
+        mapping("reads"), text("tables"),
     )
 
 
+def _ascii(path: Path) -> bool:
+    """Whether the file holds only ASCII bytes (read a slice at a time)."""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_READ):
+            if not chunk.isascii():
+                return False
+    return True
+
+
+_READ = 1 << 18  # characters of the state file read at once (`_Text`)
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _members(text: str, arrays: dict[str, Callable[[object, int, int], object]]) -> dict:
-    """The members of the JSON object `text`; an array named in `arrays` as the list of what its
-    function gives of each entry (the entry parsed, where it starts and ends in the text), an entry
-    at a time: `json.loads` of the whole text would hold every batch's entry at once (about 2.7 KiB
-    per input file). ValueError when `text` is not a JSON object, or such a member not an array."""
-    decode, found = json.JSONDecoder().raw_decode, {}
+class _Text:
+    """The text of a file, read a slice at a time as it is parsed: what lies before `release`'s offset
+    is let go of. Offsets are from the start of the file, in characters."""
 
-    def space(i: int) -> int:
-        return _SPACE.match(text, i).end()
+    def __init__(self, fh) -> None:
+        self.fh, self.text, self.base, self.ended = fh, "", 0, False
+        self.raw_decode = json.JSONDecoder().raw_decode
+
+    def _more(self) -> bool:
+        """Read more of the file (at least as much as is held: a long value is read in doubling slices)."""
+        if not self.ended:
+            chunk = self.fh.read(max(_READ, len(self.text)))
+            self.text += chunk
+            self.ended = not chunk
+        return not self.ended
+
+    def char(self, i: int) -> str:
+        """The character at `i`; empty at the end of the file."""
+        while i - self.base >= len(self.text):
+            if not self._more():
+                return ""
+        return self.text[i - self.base]
+
+    def space(self, i: int) -> int:
+        """Where the white space from `i` on ends."""
+        if i - self.base < len(self.text) and self.text[i - self.base] not in " \t\n\r":
+            return i  # (as `write` writes the file: no space between its values)
+        while True:
+            end = _SPACE.match(self.text, i - self.base).end()
+            if end < len(self.text) or not self._more():
+                return end + self.base
+
+    def decode(self, i: int) -> tuple[object, int]:
+        """The JSON value at `i`, and where it ends (a value that reaches the end of what is read, a
+        number perhaps cut, is read again with more)."""
+        while True:
+            try:
+                value, end = self.raw_decode(self.text, i - self.base)
+            except ValueError:
+                if self._more():
+                    continue
+                raise
+            if end < len(self.text) or not self._more():
+                return value, end + self.base
+
+    def release(self, i: int) -> None:
+        """Let go of the text before `i` (once it is a slice's worth)."""
+        if i - self.base >= _READ:
+            self.text, self.base = self.text[i - self.base :], i
+
+
+def _members(
+    text: _Text, arrays: dict[str, Callable[[object, int, int], object]],
+    objects: dict[str, Callable[[str, object], tuple[str, object]] | None],
+) -> dict:
+    """The members of the JSON object `text`: an array named in `arrays` as the list of what its
+    function gives of each entry (the entry parsed, where it starts and ends in the text), an object
+    named in `objects` as a dict of what its function gives of each member (key, value; the member
+    itself when None), each an entry at a time (`json.loads` of the whole text would hold every batch's
+    entry at once, about 2.7 KiB per input file). ValueError when `text` is not a JSON object, or
+    such an array member not an array."""
+    found = {}
 
     def expect(i: int, chars: str) -> str:
-        if not text[i : i + 1] or text[i] not in chars:
+        char = text.char(i)
+        if not char or char not in chars:
             raise ValueError(f"not a JSON object as the state file holds it (at character {i})")
-        return text[i]
+        return char
 
     def items(i: int, close: str, item: Callable[[int], int]) -> int:
         """Each item of an object or array from `i` on, to its `close`; where it ends."""
-        i = space(i)
-        if text[i : i + 1] == close:
+        i = text.space(i)
+        if text.char(i) == close:
             return i + 1
         while True:
-            i = space(item(i))
+            i = text.space(item(i))
+            text.release(i)
             if expect(i, "," + close) == close:
                 return i + 1
-            i = space(i + 1)
+            i = text.space(i + 1)
 
     def entries(key: str, into: list) -> Callable[[int], int]:
         def entry(i: int) -> int:
-            value, end = decode(text, i)
+            value, end = text.decode(i)
             into.append(arrays[key](value, i, end))
             return end
         return entry
 
-    def member(i: int) -> int:
-        key, i = decode(text, i)
+    def pair(i: int) -> tuple[str, int]:
+        """The key of an object's member at `i`, and where its value starts."""
+        key, i = text.decode(i)
         if not isinstance(key, str):
             raise ValueError("a key is not a string")
-        i = space(i)
+        i = text.space(i)
         expect(i, ":")
-        i = space(i + 1)
+        return key, text.space(i + 1)
+
+    def members(key: str, into: dict) -> Callable[[int], int]:
+        def member(i: int) -> int:
+            name, i = pair(i)
+            value, end = text.decode(i)
+            name, value = (name, value) if objects[key] is None else objects[key](name, value)
+            into[name] = value
+            return end
+        return member
+
+    def member(i: int) -> int:
+        key, i = pair(i)
         if key in arrays:
             expect(i, "[")
             found[key] = []
             return items(i + 1, "]", entries(key, found[key]))
-        found[key], i = decode(text, i)
+        if key in objects and text.char(i) == "{":
+            found[key] = {}
+            return items(i + 1, "}", members(key, found[key]))
+        found[key], i = text.decode(i)
         return i
 
-    i = space(0)
+    i = text.space(0)
     expect(i, "{")
-    if space(items(i + 1, "}", member)) != len(text):
+    if text.char(text.space(items(i + 1, "}", member))):
         raise ValueError("extra data after the state file's object")
     return found
 

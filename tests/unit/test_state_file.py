@@ -79,15 +79,31 @@ def test_read_keeps_where_each_batch_is_and_reads_its_inputs_and_rows_from_there
 
 
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["escaped", "unescaped"])
-def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only):
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["LF", "CRLF"])
+def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only, newline):
     """Spaces and line breaks between its members; characters beyond ASCII as they are (then each
     batch holds its inputs, as the file's offsets are not its characters')."""
     state = _state(4)
-    (tmp_path / "_reuse.json").write_text(json.dumps(state.to_json(), indent=2, ensure_ascii=ascii_only) + "\n\n",
-                                          encoding="utf-8")
+    text = json.dumps(state.to_json(), indent=2, ensure_ascii=ascii_only) + "\n\n"
+    (tmp_path / "_reuse.json").write_bytes(text.replace("\n", newline).encode())
     back = st.read(tmp_path)
     assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
     assert all(isinstance(b.inputs, st.StoredInputs) is ascii_only for b in back.batches)
+    assert [list(b.inputs) for b in back.batches] == [list(b.inputs) for b in state.batches]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64])
+def test_read_a_few_characters_at_a_time_reads_the_same(tmp_path, monkeypatch, size):
+    """Read in slices of `size` characters, every value and space is cut somewhere (a number too)."""
+    state = _state(6)
+    (tmp_path / "_reuse.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
+    monkeypatch.setattr(st, "_READ", size)
+    back = st.read(tmp_path)
+    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert [dict(b.rows) for b in back.batches] == [dict(b.rows) for b in state.batches]
+    path = tmp_path / "_reuse.json"
+    path.write_text(path.read_text(encoding="utf-8")[:-5], encoding="utf-8")  # truncated: not read
+    assert st.read(tmp_path) is None
 
 
 @pytest.mark.parametrize("damage", ["truncated", "more after it", "batches not an array", "a key not a string",
