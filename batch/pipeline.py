@@ -20,9 +20,9 @@ from batch.output.folder import Output, check_apart, finish_interrupted_swap, lo
 from batch.output.layout import MANIFEST, WORK
 from batch.output.prices import read_prices
 from batch.run import finalize as final
-from batch.run import finish, schedule
+from batch.run import executors, finish, schedule
 from batch.run.executors import LOCAL
-from batch.run.memory import DEFAULT_BATCH_BYTES, Stop, arrow_pool
+from batch.run.memory import DEFAULT_BATCH_BYTES, Stop, arrow_pool, default_workers
 from batch.sources import registry
 
 
@@ -141,7 +141,7 @@ def _convert(
     output = Output(out)  # its run folder holds the files discovery finds
     if output.stale_removed:
         warn(f"removed {output.stale_removed} unfinished output folder(s) of {out} left by an interrupted run.")
-    stop, held = Stop(), None
+    stop, held, shared = Stop(), None, None
     try:
         found_all = registry.discover(
             sources, list(entire), combine=all_checkpoints, events=list(entire_events),
@@ -154,13 +154,18 @@ def _convert(
             output, previous, found_all, verify=options.verify, full=options.full, prune=options.prune,
             batch_bytes=options.batch_bytes,
         )
-        planned, taken = incremental.take_previous(output, planned, found_all, batch_bytes=options.batch_bytes, stop=stop)
+        # one executor for the run's tasks: the grown groups' deltas, then the batches
+        shared = executors.Shared(options.executor, options.workers or default_workers(), stop, output.tmp,
+                                  found_all.found.roots)
+        planned, taken = incremental.take_previous(output, planned, found_all, batch_bytes=options.batch_bytes,
+                                                   shared=shared)
         held = final.HeldCopy(output, found_all.imports, keep=planned.previous is not None and not options.prune,
                               damaged=planned.repair.damaged, stop=stop)  # beside the tasks
         not_converted = schedule.run_plan(
-            output, planned, found_all, taken, batch_bytes=options.batch_bytes, workers=options.workers,
-            executor=options.executor, memory=options.memory, stop=stop, progress=options.progress, warn=options.warn,
+            output, planned, found_all, taken, batch_bytes=options.batch_bytes, shared=shared, memory=options.memory,
+            stop=stop, progress=options.progress, warn=options.warn,
         )
+        shared.close()
         taken.count(held.counts())
         settled = finish.settle(output, planned, found_all, taken, not_converted, verify=options.verify,
                                 prune=options.prune, read_at=read_at)
@@ -170,6 +175,8 @@ def _convert(
         manifest = finish.finish(output, settled, memory=options.memory, overrides=options.overrides)
     except BaseException:
         stop.set()
+        if shared is not None:
+            shared.close(cancel=True)
         if held is not None:
             held.wait()
         output.abort()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -28,8 +26,9 @@ from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
-from batch.output.folder import WORK, Output
-from batch.output.parts import conform
+from batch.output.folder import WORK
+from batch.output.parts import BatchFiles, conform
+from batch.run import task
 
 if TYPE_CHECKING:
     from batch.run.memory import Stop
@@ -133,43 +132,102 @@ def same_head(before: object, now: object, size_mtime: tuple[int, int]) -> bool:
     return head_unchanged(before, *size_mtime) and isinstance(now, list) and before[2:] == now[2:]
 
 
+@dataclass(frozen=True)
+class DeltaTask:
+    """A chunk of grown groups re-run as a delta, described in full: it pickles, and runs (`run`)
+    wherever the run's executor sends it, as a batch does (batch/run/task.py)."""
+
+    part: str  # the name of the part files of its new rows
+    order: tuple[str, ...]  # its groups, in the order of the chunk
+    growing: dict[str, Growth]  # of its groups
+    held: dict[tuple[str, bool], dict[str, int]]  # the previous batches' rows of its groups, by (table, work)
+    run_folder: Path
+    tool_result_files: frozenset[str]
+
+    def run(self, stop: Stop) -> DeltaResult:
+        """Convert the groups as they were and as they are, with every CPU of the machine (a delta runs
+        alone), and write the delta's parts (`_write_delta`); a chunk that runs out of memory writes
+        nothing and says so."""
+        owners = sorted(self.order)
+        files = BatchFiles(self.run_folder, self.part)
+        old, new = Captured(files.spill), Captured(files.spill)
+        tool_results = set(self.tool_result_files)
+        try:
+            before = task.convert_batch([self.growing[o].old for o in owners], old, "", tool_results, task.hasher(), 1,
+                                        stop)
+            after = task.convert_batch([self.growing[o].new for o in self.order], new, "", tool_results, task.hasher(), 1,
+                                       stop)
+            result = _write_delta(files, self.part, owners, self.growing, before, after, old, new, self.held)
+            files.commit()
+        except Exception as exc:
+            files.abort()
+            if stop.event.is_set() or not sql.out_of_memory(exc):
+                raise
+            return DeltaResult(None, set(), {}, out_of_memory=str(exc))
+        except BaseException:
+            files.abort()
+            raise
+        return result
+
+
+@dataclass
+class DeltaResult:
+    """What a delta wrote: its batch's state entry, its groups whose files were rewritten (not
+    appended to), and per (table, work) the groups that fall back to their rows whole; or, when it did
+    not fit, `out_of_memory` (DuckDB's error) and nothing written."""
+
+    entry: Batch | None
+    rewritten: set[str]
+    fails: dict[tuple[str, bool], set[str]]
+    out_of_memory: str | None = None
+
+
 def run_deltas(
-    output: Output, growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, str | None], stop: Stop,
-    convert_batch: Callable,
+    growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
+    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, str | None],
+    shared, run_folder: Path, converting: int,
 ) -> tuple[list[Batch], dict, dict, set[str]]:
-    """Re-run the grown groups as deltas: convert each group's files as they were (read up to their
-    previous sizes) and as they are, and per table (output and `_work/`) write only the new rows
-    that are not among the old ones, when the old rows are all among the new ones (as multisets,
-    every column equal) and are as many as the previous batches hold (a group's rows do not depend
-    on the batch it is converted in). Otherwise (a table where rows changed, a file whose previous
-    bytes changed: its SHA-256 differs from the one recorded) the group's new rows of that table
-    are written whole and its previous rows are dropped from the batches holding them.
+    """Re-run the grown groups as deltas (`DeltaTask`, a chunk of them a task, on the run's executor
+    `shared`, batch/run/executors.py, started for them and the `converting` groups converted after;
+    one at a time, with every CPU of its machine: a delta holds its conversion as it was while it
+    converts it as it is):
+    convert each group's files as they were (read up to their previous sizes) and as they are, and per
+    table (output and `_work/`) write only the new rows that are not among the old ones, when the old
+    rows are all among the new ones (as multisets, every column equal) and are as many as the previous
+    batches hold (a group's rows do not depend on the batch it is converted in). Otherwise (a table
+    where rows changed, a file whose previous bytes changed: its SHA-256 differs from the one
+    recorded) the group's new rows of that table are written whole and its previous rows are dropped
+    from the batches holding them.
 
     A chunk of groups that runs out of memory is left out: those groups are returned, to be converted
     whole as groups that changed (with the batches' retries, `_convert`).
 
-    `convert_batch` converts a batch into a capture (`run.task.convert_batch`).
-
     Returns the new batches' state entries, the groups whose previous rows go, by (table, work) and
     None for every table, the manifest's summary of it, and the groups left out."""
     held = _held_rows(touched, splits, growing)
+    chunks = [[u.owner for u in chunk] for chunk in batches([g.new for g in growing.values()], max_bytes=batch_bytes)]
+    shared.pool(len(chunks) + converting)
+    tasks = []
+    for order in chunks:  # (the parts named here, in the chunks' order: the same whatever ends first)
+        owners = sorted(order)
+        tag = hashlib.sha256(json.dumps([fingerprint_entries(current[o]) for o in owners]).encode()).hexdigest()
+        tasks.append(DeltaTask(
+            reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used), tuple(order),
+            {o: growing[o] for o in order},
+            {key: {o: n for o, n in rows.items() if o in order} for key, rows in held.items()},
+            run_folder, frozenset(tool_result_files),
+        ))
     dropped: dict = {None: set()}
     entries, fell_back, whole = [], {}, set()
-    with ThreadPoolExecutor(1) as hasher:
-        for chunk in batches([g.new for g in growing.values()], max_bytes=batch_bytes):
-            owners = sorted({u.owner for u in chunk})
-            old, new = Captured(output.spill), Captured(output.spill)
-            try:
-                before = convert_batch([growing[o].old for o in owners], old, "", tool_result_files, hasher, 1, stop)
-                after = convert_batch(chunk, new, "", tool_result_files, hasher, 1, stop)
-            except Exception as exc:
-                if stop.event.is_set() or not sql.out_of_memory(exc):
-                    raise
-                whole.update(owners)  # converted whole instead, as changed groups, with the batches' retries
-                continue
-            entries.append(_write_delta(output, owners, growing, before, after, old, new, held, current, used,
-                                        dropped, fell_back))
+    for delta in tasks:
+        result = shared.run_alone(delta)
+        if result.out_of_memory is not None:
+            whole.update(delta.order)  # converted whole instead, as changed groups, with the batches' retries
+            continue
+        dropped[None] |= result.rewritten
+        for key, fail in result.fails.items():
+            _note_fallback(key, fail, result.rewritten, dropped, fell_back)
+        entries.append(result.entry)
     summary = {
         "session_groups": len(growing) - len(whole),
         "rewritten": len(dropped[None]),
@@ -195,24 +253,20 @@ def _held_rows(
 
 
 def _write_delta(
-    output: Output, owners: list[str], growing: dict[str, Growth], before, after, old: Captured, new: Captured,
-    held: dict, current: dict[str, str | None], used: set[str], dropped: dict, fell_back: dict[str, int],
-) -> Batch:
+    files: BatchFiles, part: str, owners: list[str], growing: dict[str, Growth], before, after, old: Captured,
+    new: Captured, held: dict,
+) -> DeltaResult:
     """Write a chunk's delta, converted as it was (`before`, into `old`) and as it is (`after`, into
-    `new`), as one new batch; note its rewritten and fallen-back groups in `dropped` and `fell_back`.
-    Returns the batch's state entry."""
+    `new`), as the parts `part` of one new batch (`files`)."""
     # a file whose previous bytes changed was rewritten, not appended to
     read = {i["path"]: i.get("sha256") for i in before.inputs}
     rewritten = {o for o in owners if any(sha is None or read.get(n) != sha for n, sha in growing[o].files.items())}
-    dropped[None] |= rewritten
-    path_owner = {name: o for o in owners for name, *_ in fingerprint_entries(current[o])}
+    path_owner = {name: o for o in owners for name, *_ in fingerprint_entries(growing[o].fp)}
     key_owner = {
         i["session_key"]: path_owner[i["path"]]
         for i in [*before.inputs, *after.inputs] if i.get("session_key") and i["path"] in path_owner
     }
-    tag = hashlib.sha256(json.dumps([fingerprint_entries(current[o]) for o in owners]).encode()).hexdigest()
-    part = reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used)
-    counts, rows_by_group = {}, RowsByGroup(owners)
+    counts, work_tables, rows_by_group, fails = {}, set(), RowsByGroup(owners), {}
     for key in sorted(old.frames.keys() | new.frames.keys()):
         table, work = key
         frame_old, frame_new = old.frames.pop(key, None), new.frames.pop(key, None)
@@ -225,19 +279,23 @@ def _write_delta(
         group = group_of(frame_new.columns, path_owner, key_owner, owners)
         rows, fail = difference(frame_old, frame_new, group, owners, held.get(key, {}), rewritten)
         if fail:
-            _note_fallback(key, fail, rewritten, dropped, fell_back)
+            fails[key] = fail
         if rows.height:
             if work:
-                output.write_work(table, rows, part)
+                files.write_work(table, rows)
+                work_tables.add(table)
             else:
-                counts[table] = output.write(TABLES_BY_NAME[table], rows, part)
+                with files.open(TABLES_BY_NAME[table]) as writer:
+                    writer.append(rows)
+                counts[table] = writer.rows
             rows_by_group.add(part_label(table, work), rows)
     recorded = rows_by_group.result((path_owner, key_owner))
-    return Batch(
-        part, {o: current[o] for o in owners}, tuple(after.inputs), tuple(tuple(s) for s in after.skipped), counts,
-        tuple(output.parts(part, list(WORK_SCHEMAS), work=True)),
+    entry = Batch(
+        part, {o: growing[o].fp for o in owners}, tuple(after.inputs), tuple(tuple(s) for s in after.skipped), counts,
+        tuple(name for name in WORK_SCHEMAS if name in work_tables),
         {k: tuple(v) for k, v in recorded.items()} if recorded is not None else None,
     )
+    return DeltaResult(entry, rewritten, fails)
 
 
 def _note_fallback(

@@ -13,8 +13,6 @@ from batch.incremental.state import Batch, BatchLog, State
 from batch.output import integrity
 from batch.output.folder import Output
 from batch.output.layout import BATCHES
-from batch.run import task
-from batch.run.memory import Stop
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
@@ -189,19 +187,20 @@ def plan(
 
 
 def take_previous(
-    output: Output, p: Planned, found_all: registry.Inputs, *, batch_bytes: int, stop: Stop,
+    output: Output, p: Planned, found_all: registry.Inputs, *, batch_bytes: int, shared,
 ) -> tuple[Planned, Taken]:
-    """Take what the previous output gives into the run folder: the grown groups' deltas, the carved
-    batches' rows and the reused batches' parts, each batch's state entry as recorded; return the
-    plan with what this changed of it (the deltas, the carved batches, the replaced files)."""
+    """Take what the previous output gives into the run folder: the grown groups' deltas (run as
+    tasks on the run's executor `shared`, batch/run/executors.py), the carved batches' rows and the
+    reused batches' parts, each batch's state entry as recorded; return the plan with what this
+    changed of it (the deltas, the carved batches, the replaced files)."""
     found = found_all.found
     # the grown groups re-run as deltas: their new rows in batches of their own, and what of
     # their previous rows is kept or dropped, per table (`deltas.run_deltas`)
     delta_batches, dropped, delta_summary, growing = [], {}, {}, p.growing
     if growing:
         delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
-            output, growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, p.owners_fp,
-            stop, task.convert_batch,
+            growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, p.owners_fp, shared,
+            output.tmp, len(p.plan.units),
         )
         growing = {owner: g for owner, g in growing.items() if owner not in whole}
     # files of the previous output whose earlier lines this run replaces (rewritten, or gone from a

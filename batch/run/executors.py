@@ -136,6 +136,37 @@ def _unseen(run_folder: str, roots: list[str]) -> list[str]:
     return problems
 
 
+class Shared:
+    """The run's one executor (`make`), started when its first tasks come: the grown groups' deltas
+    and then the batches run on the same workers; `close` ends it (the pipeline's, once the tasks are
+    done or the run stops)."""
+
+    def __init__(self, executor: str, workers: int, stop: Stop, run_folder: Path, roots: list[Path]) -> None:
+        self.executor, self.workers, self.stop, self.run_folder, self.roots = executor, workers, stop, run_folder, roots
+        self._pool: Local | Dask | None = None
+
+    def pool(self, tasks: int) -> Local | Dask:
+        """The executor, started (and its workers checked) when first asked for: with as many workers
+        as `tasks` (the tasks the run knows of then), at most `workers`."""
+        if self._pool is None:
+            self._pool = make(self.executor, max(1, min(self.workers, tasks)), self.stop)
+            try:
+                self._pool.check(self.run_folder, self.roots)
+            except BaseException:
+                self.close(cancel=True)
+                raise
+        return self._pool
+
+    def run_alone(self, task):
+        """Run `task` while no other task runs, and give its result."""
+        return self.pool(1).submit(task).result()
+
+    def close(self, *, cancel: bool = False) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close(cancel=cancel)
+
+
 def make(executor: str, workers: int, stop: Stop) -> Local | Dask:
     """The executor `--executor` names: local, dask, or a scheduler's address (tcp://HOST:PORT)."""
     if executor == LOCAL:

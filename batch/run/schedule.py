@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from pathlib import Path
 
 import polars as pl
 
@@ -18,19 +17,19 @@ from batch.incremental.state import Batch
 from batch.output.folder import Output
 from batch.run import executors, task
 from batch.run.finalize import SOURCE_LOSSES
-from batch.run.memory import Stop, default_workers, large_groups_message, largest_line
+from batch.run.memory import Stop, large_groups_message, largest_line
 from batch.sources import registry
 from batch.sources.base import Unit, batches, fingerprint_entries
 
 
 def run(
     groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
-    executor: str, workers: int, roots: list[Path], batch_bytes: int, stop: Stop, memory: int | None,
+    shared: executors.Shared, batch_bytes: int, stop: Stop, memory: int | None,
     done: Callable[[task.TaskResult, list[Unit]], None],
 ) -> list[tuple[list[Unit], str]]:
-    """Convert the batches (`groups`, of `sizes` bytes) as tasks on `executor` (batch/run/executors.py),
-    `done(result, units)` told of each one converted as it ends; return the session groups that ran
-    out of memory whatever was tried, with their last error.
+    """Convert the batches (`groups`, of `sizes` bytes) as tasks on the run's executor `shared`
+    (batch/run/executors.py), `done(result, units)` told of each one converted as it ends; return the
+    session groups that ran out of memory whatever was tried, with their last error.
 
     Batches are independent until the final stage: each runs on its own DuckDB connection, as many at
     a time as the executor has workers; a batch larger than batch_bytes runs alone, with every CPU of
@@ -50,9 +49,8 @@ def run(
                 continue
             done(result, units)
 
-    pool = executors.make(executor, max(1, min(workers, len(groups))), stop)
     try:
-        pool.check(output.tmp, roots)
+        pool = shared.pool(len(groups))
 
         def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[task.TaskResult]:
             part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
@@ -86,9 +84,8 @@ def run(
     except BaseException:
         # a signal or a failed batch: interrupt the running tasks before waiting for them (or cancel them)
         stop.set()
-        pool.close(cancel=True)
+        shared.close(cancel=True)
         raise
-    pool.close()
     return list(failed)
 
 
@@ -133,7 +130,7 @@ def declare_too_large(
 
 def run_plan(
     output: Output, planned: Planned, found_all: registry.Inputs, taken: Taken, *, batch_bytes: int,
-    workers: int | None, executor: str, memory: int | None, stop: Stop,
+    shared: executors.Shared, memory: int | None, stop: Stop,
     progress: Callable[[int, int], None] | None, warn: Callable[[str], None] | None,
 ) -> list[dict]:
     """Convert the groups the plan gives as tasks (`run`), each batch taken into `taken` as it ends,
@@ -166,8 +163,7 @@ def run_plan(
 
     lost = run(
         groups, sizes, output=output, tool_result_files=found_all.found.tool_result_files, used=p.used,
-        executor=executor, workers=workers or default_workers(), roots=found_all.found.roots,
-        batch_bytes=batch_bytes, stop=stop, memory=memory, done=take,
+        shared=shared, batch_bytes=batch_bytes, stop=stop, memory=memory, done=take,
     )
     not_converted = [declare_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]
     # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)

@@ -91,18 +91,21 @@ _STOP = Stop()  # a task run in a process of its own is stopped by ending the pr
 _HASHER = ThreadPoolExecutor(1, thread_name_prefix="asr-hash")
 
 
-def _hasher() -> Executor:
+def hasher() -> Executor:
     return _HASHER
 
 
 def run(task: Task, stop: Stop | None = None) -> TaskResult:
     """Convert `task`'s batch into part files of its run folder (see the module's docstring). `stop`:
-    the run's stop, when the task runs in the run's own process."""
+    the run's stop, when the task runs in the run's own process. Another kind of task (a grown
+    group's delta, batch/incremental/deltas.py `DeltaTask`) runs by its own `run`."""
     stop = stop or _STOP
+    if not isinstance(task, Task):
+        return task.run(stop)
     files = BatchFiles(task.run_folder, task.part)
     try:
         batch = convert_batch(
-            list(task.units), files, task.part, set(task.tool_result_files), _hasher(), task.share, stop,
+            list(task.units), files, task.part, set(task.tool_result_files), hasher(), task.share, stop,
             task.memory, task.max_line,
         )
         work = files.commit()

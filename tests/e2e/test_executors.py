@@ -16,13 +16,14 @@ import pytest
 from conftest import (
     fault_env,
     ROOT,
-    CORPUS, read_manifest, read_tables, run_folders, sorted_rows, timeless, tree, uid, user, write_jsonl,
+    CORPUS, dumps, read_manifest, read_tables, run_folders, sorted_rows, timeless, tree, uid, user, write_jsonl,
 )
 from distributed import LocalCluster
 from polars.testing import assert_frame_equal
 
 import batch
 import batch.output.folder
+import batch.run.task
 from batch.run import executors
 from batch.run.memory import Stop
 from batch.schema import TABLES
@@ -80,6 +81,25 @@ def test_an_external_scheduler_with_two_workers_gives_every_table_of_a_local_run
     # a re-run through the scheduler reuses everything
     again = batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
     assert again.manifest["reuse"]["session_groups_converted"] == 0
+    assert_same_output(remote, local)
+
+
+def test_a_grown_session_is_re_run_as_a_delta_on_the_workers_not_in_the_driver(scheduler, src, tmp_path, monkeypatch):
+    sessions(src, 6)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    sid = f"{3:08d}-0000-4000-8000-000000000000"
+    with (src / f"{sid}.jsonl").open("a") as fh:
+        fh.write(dumps(user(uid(10), uid(9), "one more", sid=sid)) + "\n")
+
+    def in_the_driver(*args, **kw):
+        raise AssertionError("a batch or a delta converted in the process that plans the run")
+
+    monkeypatch.setattr(batch.run.task, "convert_batch", in_the_driver)  # (the workers' own is not patched)
+    result = batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    assert result.manifest["reuse"]["deltas"]["session_groups"] == 1
+    monkeypatch.undo()
+    batch.convert([src], local, batch_bytes=50_000)  # a full local run of the grown sessions
     assert_same_output(remote, local)
 
 
