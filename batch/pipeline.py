@@ -22,7 +22,7 @@ from batch.output.prices import read_prices
 from batch.run import finalize as final
 from batch.run import executors, finish, schedule
 from batch.run.executors import LOCAL
-from batch.run.memory import DEFAULT_BATCH_BYTES, Stop, arrow_pool, default_workers
+from batch.run.memory import DEFAULT_BATCH_BYTES, Stop, arrow_pool
 from batch.sources import registry
 
 
@@ -155,10 +155,8 @@ def _convert(
             batch_bytes=options.batch_bytes,
         )
         # one executor for the run's tasks: the grown groups' deltas, then the batches
-        shared = executors.Shared(options.executor, options.workers or default_workers(), stop, output.tmp,
-                                  found_all.found.roots)
-        planned, taken = incremental.take_previous(output, planned, found_all, batch_bytes=options.batch_bytes,
-                                                   shared=shared)
+        shared = executors.Shared(options.executor, options.workers, stop, output.tmp, found_all.found.roots)
+        planned, taken = incremental.take_previous(output, planned, found_all, batch_bytes=options.batch_bytes, shared=shared)
         held = final.HeldCopy(output, found_all.imports, keep=planned.previous is not None and not options.prune,
                               damaged=planned.repair.damaged, stop=stop)  # beside the tasks
         not_converted = schedule.run_plan(

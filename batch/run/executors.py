@@ -17,7 +17,7 @@ from pathlib import Path
 
 from batch.errors import BatchError
 from batch.run import task as tasks
-from batch.run.memory import Stop
+from batch.run.memory import Stop, default_workers
 
 LOCAL = "local"
 DASK = "dask"
@@ -141,13 +141,14 @@ class Shared:
     and then the batches run on the same workers; `close` ends it (the pipeline's, once the tasks are
     done or the run stops)."""
 
-    def __init__(self, executor: str, workers: int, stop: Stop, run_folder: Path, roots: list[Path]) -> None:
-        self.executor, self.workers, self.stop, self.run_folder, self.roots = executor, workers, stop, run_folder, roots
+    def __init__(self, executor: str, workers: int | None, stop: Stop, run_folder: Path, roots: list[Path]) -> None:
+        self.executor, self.stop, self.run_folder, self.roots = executor, stop, run_folder, roots
+        self.workers = workers or default_workers()
         self._pool: Local | Dask | None = None
 
     def pool(self, tasks: int) -> Local | Dask:
         """The executor, started (and its workers checked) when first asked for: with as many workers
-        as `tasks` (the tasks the run knows of then), at most `workers`."""
+        as `tasks` (the tasks the run knows of then), at most `workers` (`default_workers` when None)."""
         if self._pool is None:
             self._pool = make(self.executor, max(1, min(self.workers, tasks)), self.stop)
             try:
