@@ -31,6 +31,7 @@ from batch.output.parts import BatchFiles, conform
 from batch.run import task
 
 if TYPE_CHECKING:
+    from batch.run.executors import Shared
     from batch.run.memory import Stop
 
 
@@ -151,12 +152,10 @@ class DeltaTask:
         owners = sorted(self.order)
         files = BatchFiles(self.run_folder, self.part)
         old, new = Captured(files.spill), Captured(files.spill)
-        tool_results = set(self.tool_result_files)
+        given = ("", set(self.tool_result_files), task.hasher(), 1, stop)
         try:
-            before = task.convert_batch([self.growing[o].old for o in owners], old, "", tool_results, task.hasher(), 1,
-                                        stop)
-            after = task.convert_batch([self.growing[o].new for o in self.order], new, "", tool_results, task.hasher(), 1,
-                                       stop)
+            before = task.convert_batch([self.growing[o].old for o in owners], old, *given)
+            after = task.convert_batch([self.growing[o].new for o in self.order], new, *given)
             result = _write_delta(files, self.part, owners, self.growing, before, after, old, new, self.held)
             files.commit()
         except Exception as exc:
@@ -185,7 +184,7 @@ class DeltaResult:
 def run_deltas(
     growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
     tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, str | None],
-    shared, run_folder: Path, converting: int,
+    shared: Shared, run_folder: Path, converting: int,
 ) -> tuple[list[Batch], dict, dict, set[str]]:
     """Re-run the grown groups as deltas (`DeltaTask`, a chunk of them a task, on the run's executor
     `shared`, batch/run/executors.py, started for them and the `converting` groups converted after;

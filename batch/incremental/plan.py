@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from batch import reuse
 from batch.incremental import as_written, carving, deltas, history, repair
@@ -17,6 +18,9 @@ from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
 from batch.sources.base import fingerprint_entries
+
+if TYPE_CHECKING:
+    from batch.run.executors import Shared
 
 # the tables a batch may have parts of (named by its groups)
 PART_TABLE_NAMES = [t.name for t in TABLES if t.stage in ("batch", "final")]
@@ -187,7 +191,7 @@ def plan(
 
 
 def take_previous(
-    output: Output, p: Planned, found_all: registry.Inputs, *, batch_bytes: int, shared,
+    output: Output, p: Planned, found_all: registry.Inputs, *, batch_bytes: int, shared: Shared,
 ) -> tuple[Planned, Taken]:
     """Take what the previous output gives into the run folder: the grown groups' deltas (run as
     tasks on the run's executor `shared`, batch/run/executors.py), the carved batches' rows and the
