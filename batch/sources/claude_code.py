@@ -115,6 +115,10 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
             except OSError as exc:
                 found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     _add_compressed(found, compressed, known or {})
+    if known is not None:  # what is left of it in a table of its own size (a dict keeps its table as entries go)
+        left = dict(known)
+        known.clear()
+        known.update(left)
     if sidecars:
         beside = {path[: -len(".meta.json")] + ".jsonl": name for path, name in sidecars.items()}
         given = {os.fsencode(path) for path in beside}

@@ -466,7 +466,13 @@ def test_a_head_entry_that_does_not_fit_is_not_used(sample):
     heads = dict(first.files.heads())
     known = dict(heads)
     assert dict(discover([sample], known=known).files.heads()) == heads
-    assert known == {}  # each entry used is taken out: the run holds none of them after discovery
+    # each entry used is taken out: the run holds none of them after discovery, nor their table
+    assert known == {} and sys.getsizeof(known) == sys.getsizeof({})
+    gone = {f"gone/{n}.jsonl": [1, 1, None, "s"] for n in range(2)}
+    known = {**heads, **gone}
+    held = sys.getsizeof(known)
+    discover([sample], known=known)
+    assert known == gone and sys.getsizeof(known) < held  # what is left, in a table of its own size
     damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in heads.items()}
     damaged[next(iter(damaged))] = ["not", "a head"]
     assert shape(discover([sample], known=damaged)) == shape(first)
