@@ -68,7 +68,7 @@ class InputEntries:
 
 class Stored:
     """Where a batch's entry is in the state file it was read from (its characters `start` to `end`,
-    the file being ASCII, as `write` writes it): the run reads it again when it wants the batch's
+    the file up to them being ASCII, as `write` writes it): the run reads it again when it wants the batch's
     inputs or rows, rather than holding them for every batch of the previous output."""
 
     __slots__ = ("path", "start", "end", "part")
@@ -250,13 +250,13 @@ def read(out: Path) -> State | None:
         path = out.resolve() / STATE
         if path.is_symlink() or not path.is_file():
             return None
-        ascii_only = _ascii(path)  # (then offsets in characters are offsets in bytes)
         # the groups' names and read times as one object each (the reads repeat both)
         owners: dict[str, str] = {}
         times: dict[str, str] = {}
 
         def batch(entry: object, start: int, end: int) -> Batch:
-            where = Stored(path, start, end, entry.get("part")) if ascii_only and isinstance(entry, dict) else None
+            # (while every character read is ASCII, as `write` writes the file, offsets in characters are in bytes)
+            where = Stored(path, start, end, entry.get("part")) if source.ascii and isinstance(entry, dict) else None
             found = Batch.from_json(entry, where)
             owners.update((o, o) for o in found.groups)
             return found
@@ -267,7 +267,8 @@ def read(out: Path) -> State | None:
             return owners.get(owner, owner), r
 
         with open(path, encoding="utf-8", newline="") as fh:
-            value = _members(_Text(fh), {"batches": batch}, {"heads": None, "event_heads": None, "reads": read_time})
+            source = _Text(fh)
+            value = _members(source, {"batches": batch}, {"heads": None, "event_heads": None, "reads": read_time})
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop; ValueError: not JSON, or
         return None  # a batch not as this version writes it
     if value.get("producer") != {"name": PRODUCER, "version": VERSION} or value.get("layout") != STATE_LAYOUT:
@@ -287,15 +288,6 @@ def read(out: Path) -> State | None:
     )
 
 
-def _ascii(path: Path) -> bool:
-    """Whether the file holds only ASCII bytes (read a slice at a time)."""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_READ):
-            if not chunk.isascii():
-                return False
-    return True
-
-
 _READ = 1 << 18  # characters of the state file read at once (`_Text`)
 _SPACE = re.compile(r"[ \t\n\r]*")
 
@@ -306,6 +298,7 @@ class _Text:
 
     def __init__(self, fh) -> None:
         self.fh, self.text, self.base, self.ended = fh, "", 0, False
+        self.ascii = True  # every character read so far is ASCII
         self.raw_decode = json.JSONDecoder().raw_decode
 
     def _more(self) -> bool:
@@ -314,6 +307,7 @@ class _Text:
             chunk = self.fh.read(max(_READ, len(self.text)))
             self.text += chunk
             self.ended = not chunk
+            self.ascii = self.ascii and chunk.isascii()
         return not self.ended
 
     def char(self, i: int) -> str:

@@ -52,6 +52,25 @@ class Task:
     def owners(self) -> list[str]:
         return sorted({u.owner for u in self.units})
 
+    def run(self, stop: Stop) -> TaskResult:
+        """Convert the batch into part files of its run folder (see the module's docstring)."""
+        files = BatchFiles(self.run_folder, self.part)
+        try:
+            batch = convert_batch(
+                list(self.units), files, self.part, set(self.tool_result_files), hasher(), self.share, stop,
+                self.memory, self.max_line,
+            )
+            work = files.commit()
+        except Exception as exc:
+            files.abort()
+            if stop.event.is_set() or not sql.out_of_memory(exc):
+                raise
+            return TaskResult(self.part, self.owners, InputEntries(), {}, [], None, [], out_of_memory=str(exc))
+        except BaseException:
+            files.abort()
+            raise
+        return TaskResult(self.part, self.owners, InputEntries(batch.inputs), batch.counts, batch.skipped, batch.rows, work)
+
 
 @dataclass
 class TaskResult:
@@ -95,29 +114,10 @@ def hasher() -> Executor:
     return _HASHER
 
 
-def run(task: Task, stop: Stop | None = None) -> TaskResult:
-    """Convert `task`'s batch into part files of its run folder (see the module's docstring). `stop`:
-    the run's stop, when the task runs in the run's own process. Another kind of task (a grown
-    group's delta, batch/incremental/deltas.py `DeltaTask`) runs by its own `run`."""
-    stop = stop or _STOP
-    if not isinstance(task, Task):
-        return task.run(stop)
-    files = BatchFiles(task.run_folder, task.part)
-    try:
-        batch = convert_batch(
-            list(task.units), files, task.part, set(task.tool_result_files), hasher(), task.share, stop,
-            task.memory, task.max_line,
-        )
-        work = files.commit()
-    except Exception as exc:
-        files.abort()
-        if stop.event.is_set() or not sql.out_of_memory(exc):
-            raise
-        return TaskResult(task.part, task.owners, InputEntries(), {}, [], None, [], out_of_memory=str(exc))
-    except BaseException:
-        files.abort()
-        raise
-    return TaskResult(task.part, task.owners, InputEntries(batch.inputs), batch.counts, batch.skipped, batch.rows, work)
+def run(task, stop: Stop | None = None):
+    """Run `task` (a `Task`, or a grown group's delta: batch/incremental/deltas.py `DeltaTask`) by
+    its own `run`. `stop`: the run's stop, when the task runs in the run's own process."""
+    return task.run(stop or _STOP)
 
 
 def run_pickled(payload: bytes) -> TaskResult:
