@@ -11,8 +11,6 @@ reuse state.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +23,8 @@ from batch.errors import OutputError
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.output.folder import WORK, Output
+from batch.output.parts import BatchFiles
 from batch.sources.base import fingerprint_entries
-
-if TYPE_CHECKING:
-    from batch.incremental.deltas import Growth
-
 
 # the columns that tell a row's session group (`split`)
 CARVE_KEYS = ("source_file", "session_key", "child_session_key", "parent_session_key")
@@ -245,23 +240,47 @@ def split(output: Output, batch: Batch, keys: dict[str, str]) -> list[Piece] | N
     return pieces
 
 
-def carve(
-    output: Output, batch: Batch, pieces: list[Piece], keep: frozenset[str], part: str, *,
-    dropped: dict | None = None, growing: dict[str, Growth] | None = None,
-) -> Batch | None:
-    """Write the rows of the groups `keep` of a previous batch (split by `split`) as parts named
-    `part`, and return their state entry (None when no group is left).
+@dataclass(frozen=True)
+class CarveTask:
+    """The carving of one previous batch (`carve`), described in full: it pickles, and runs (`run`)
+    wherever the run's executor sends it, as a batch does (batch/run/task.py), its parts written
+    under temporary names until whole (`BatchFiles`)."""
+
+    batch: Batch
+    pieces: list[Piece]  # its parts, split by group (`split`)
+    keep: frozenset[str]
+    part: str  # the name of the new parts
+    run_folder: Path
+    out: Path  # the previous output (named in errors)
+    dropped: dict | None = None
+    growing: dict[str, str] | None = None  # its grown groups re-run as deltas, with their current fingerprint
+
+    def run(self, stop=None) -> Batch | None:
+        files = BatchFiles(self.run_folder, self.part)
+        try:
+            entry = carve(files, self)
+            files.commit()
+        except BaseException:
+            files.abort()
+            raise
+        return entry
+
+
+def carve(files: BatchFiles, c: CarveTask) -> Batch | None:
+    """Write the rows of the groups `c.keep` of a previous batch (split by `split`) as the parts
+    `files`, and return their state entry (None when no group is left).
 
     A part whose rows are all kept is linked under the new name as it is; the others are read
-    whole, filtered and written again. The batch's grown groups re-run as deltas (`growing`) keep
-    their rows too, but in the tables where `dropped` (by (table, work), or None for every table)
+    whole, filtered and written again. The batch's grown groups re-run as deltas (`c.growing`) keep
+    their rows too, but in the tables where `c.dropped` (by (table, work), or None for every table)
     says their new rows were written whole; the entry lists them, with their current fingerprint,
     when rows of them are left."""
+    batch, keep, dropped, growing = c.batch, c.keep, c.dropped, c.growing
     groups = batch.groups
     delta = sorted(growing.keys() & groups.keys()) if growing else []
     plan_parts = []
     remaining: set[str] = set()
-    for p in pieces:
+    for p in c.pieces:
         gone = (dropped.get(None, set()) | dropped.get((p.table, p.work), set())) if dropped else set()
         kept = {*keep, *(g for g in delta if g not in gone)}
         remaining.update(g for g in delta if g in kept and p.by_group.get(g))
@@ -273,20 +292,21 @@ def carve(
     for p, kept in plan_parts:
         rows = p.rows
         if all(g in kept for g in p.by_group):  # the part loses no row: linked as it is
-            output.link(p.source, p.table, part, work=p.work)
+            files.link(p.source, p.table, work=p.work)
         else:
             frame = pl.read_parquet(p.source)
             owners = p.owners if p.owners is not None else owners_of(frame, *p.keys)
             if owners is None or dict(owners.value_counts().iter_rows()) != p.by_group:
                 raise OutputError(
-                    f"the rows of {p.source} are not those the reuse state of {output.out} records: "
+                    f"the rows of {p.source} are not those the reuse state of {c.out} records: "
                     "convert again with --full."
                 )
             frame = frame.filter(owners.is_in(list(kept)))
             if p.work:
-                output.write_work(p.table, frame, part)
+                files.write_work(p.table, frame)
             else:
-                output.write(TABLES_BY_NAME[p.table], frame, part)
+                with files.open(TABLES_BY_NAME[p.table]) as writer:
+                    writer.append(frame)
             rows = frame.height
         if p.work:
             work_tables.append(p.table)
@@ -294,11 +314,11 @@ def carve(
             counts[p.table] = rows
         rows_by_group[part_label(p.table, p.work)] = tuple(p.by_group.get(g, 0) if g in kept else 0 for g in listed)
     path_owner = path_owners(groups)
-    files = {name for owner in keep for name, *_ in fingerprint_entries(groups[owner])}
+    names = {name for owner in keep for name, *_ in fingerprint_entries(groups[owner])}
     entry = {owner: groups[owner] for owner in keep}
-    entry.update((owner, growing[owner].fp) for owner in remaining)
+    entry.update((owner, growing[owner]) for owner in remaining)
     return Batch(
-        part, dict(sorted(entry.items())), tuple(i for i in batch.inputs if i["path"] in files),
+        c.part, dict(sorted(entry.items())), tuple(i for i in batch.inputs if i["path"] in names),
         tuple(s for s in batch.skipped if path_owner.get(s[0]) in keep), counts, tuple(work_tables), rows_by_group,
     )
 
@@ -320,7 +340,7 @@ def keep_previous(
         if splits[old.part] is None:
             continue
         part = reuse.unique_part(reuse.part_id([owner, f"previous:{old.part}"]), used)
-        carved = carve(output, old, splits[old.part], frozenset({owner}), part)
+        carved = CarveTask(old, splits[old.part], frozenset({owner}), part, output.tmp, output.out).run()
         if carved is not None:
             entries.append(carved)
     return entries

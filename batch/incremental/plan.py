@@ -213,19 +213,26 @@ def take_previous(
         output, p.state, found.files, {u.owner for u in p.plan.units} - p.plan.kept, p.owners_fp,
     )
     planned = replace(p.plan, units=[u for u in p.plan.units if u.owner not in growing])
-    carved = []
-    # the unchanged groups of a batch that also held changed ones: their rows are carved out of
-    # its parts (one at a time: carving two batches at once took more CPU seconds, docs/decisions/009-carving.md)
-    for old in p.touched:
-        same = frozenset(o for o, fp in old.groups.items() if reuse.unchanged(o, fp, p.owners_fp, planned.kept))
-        entry = carving.carve(output, old, p.splits[old.part], same, old.part, dropped=dropped, growing=growing)
-        if entry is not None:
-            carved.append(entry)
+    # the unchanged groups of a batch that also held changed ones: their rows are carved out of its
+    # parts, by tasks on the run's executor (one at a time: carving two batches at once took more CPU
+    # seconds, docs/decisions/009-carving.md)
+    fps = {owner: g.fp for owner, g in growing.items()}
+    carvings = [
+        carving.CarveTask(
+            old, p.splits[old.part], frozenset(o for o, fp in old.groups.items()
+                                               if reuse.unchanged(o, fp, p.owners_fp, planned.kept)),
+            old.part, output.tmp, output.out, dropped, {o: fp for o, fp in fps.items() if o in old.groups},
+        ) for old in p.touched
+    ]
     held = {b.part for b in p.touched}
-    for old, keep in planned.carved:
-        if old.part not in held:
-            part = reuse.unique_part(reuse.part_id(sorted(keep)), p.used)
-            carved.append(carving.carve(output, old, p.splits[old.part], keep, part))
+    carvings += [
+        carving.CarveTask(old, p.splits[old.part], keep, reuse.unique_part(reuse.part_id(sorted(keep)), p.used),
+                          output.tmp, output.out)
+        for old, keep in planned.carved if old.part not in held
+    ]
+    if carvings:
+        shared.pool(len(carvings) + len(planned.units))
+    carved = [entry for entry in map(shared.run_alone, carvings) if entry is not None]
     taken = Taken(list(found.skipped), BatchLog(output.spill / BATCHES))
     for batch in planned.reused:  # (the parts of the final tables too: those of groups as written)
         output.reuse(batch.part, PART_TABLE_NAMES, list(WORK_SCHEMAS))

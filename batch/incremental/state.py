@@ -96,6 +96,9 @@ class StoredInputs(InputEntries):
     def __init__(self, stored: Stored, count: int) -> None:
         self.stored, self.count = stored, count
 
+    def __reduce__(self):  # (pickled as where it is: a task on another worker reads it there)
+        return StoredInputs, (self.stored, self.count)
+
     @property
     def lines(self) -> str:
         return "\n".join(_dumps(e) for e in self)

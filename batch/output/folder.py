@@ -23,7 +23,6 @@ import errno
 import json
 import os
 import re
-import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from batch.output import integrity
 from batch.output import manifest as manifest_file
 from batch.output.catalog import CATALOG, write_catalog
 from batch.output.layout import MANIFEST, MARKER, PART_RE, RUN_INFIX, SPILL, STATE, TEMPORARY_RE, WORK
-from batch.output.parts import PartWriter, copy_statement
+from batch.output.parts import PartWriter, copy_statement, link_or_copy
 from batch.schema import TABLES, Table
 from batch.schema.work import WORK_SCHEMAS
 from batch.version import FORMAT_NAME, PRODUCER, VERSION
@@ -127,12 +126,12 @@ class Output:
                 for source in sorted(folder.glob("part-*.parquet")):
                     if PART_RE.match(source.name) and source.is_file() and not source.is_symlink():
                         self.link(source, table, source.stem.removeprefix("part-"), work=work)
-        _link_or_copy(self.out / MANIFEST, self.tmp / MANIFEST)
+        link_or_copy(self.out / MANIFEST, self.tmp / MANIFEST)
         self.reuse_catalog()
 
     def link(self, source: Path, table: str, part: str, *, work: bool = False) -> None:
         """Hard-link (else copy) the part file `source` of the previous output as this run's part `part` of `table`."""
-        _link_or_copy(source, self.part(table, part, work=work))
+        link_or_copy(source, self.part(table, part, work=work))
 
     def reuse_catalog(self) -> bool:
         """Hard-link (else copy) the previous output's catalog, when its tables are all reused; False
@@ -140,7 +139,7 @@ class Output:
         source = self.out / CATALOG
         if source.is_symlink() or not source.is_file() or (self.out / (CATALOG + ".wal")).exists():
             return False
-        _link_or_copy(source, self.tmp / CATALOG)
+        link_or_copy(source, self.tmp / CATALOG)
         self._catalog_reused = True
         return True
 
@@ -247,14 +246,6 @@ def _remove_temporaries(folder: Path) -> None:
     for path in [*folder.glob("*/.part-*"), *folder.glob(f"{WORK}/*/.part-*")]:
         if TEMPORARY_RE.match(path.name) and not path.is_symlink():
             path.unlink()
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A new name for the same bytes (a hard link), else a copy (another file system)."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 
 
 def is_ours(out: Path) -> bool:

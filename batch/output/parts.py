@@ -107,6 +107,10 @@ class BatchFiles:
     def write_work(self, name: str, data: pl.DataFrame, index: object = None) -> None:
         data.write_parquet(self._path(name, True), compression="zstd")
 
+    def link(self, source: Path, table: str, *, work: bool = False) -> None:
+        """Take the part file `source` of the previous output as it is (`link_or_copy`)."""
+        link_or_copy(source, self._path(table, work))
+
     def commit(self) -> list[str]:
         """Rename every file written to its part name; return the work tables written."""
         self._check()
@@ -121,6 +125,14 @@ class BatchFiles:
             with contextlib.suppress(OSError):
                 temporary.unlink()
         shutil.rmtree(self.spill, ignore_errors=True)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """A new name for the same bytes (a hard link), else a copy (another file system)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 class SchemaMismatch(Exception):

@@ -22,6 +22,7 @@ from distributed import LocalCluster
 from polars.testing import assert_frame_equal
 
 import batch
+import batch.incremental.carving
 import batch.output.folder
 import batch.run.task
 from batch.run import executors
@@ -100,6 +101,34 @@ def test_a_grown_session_is_re_run_as_a_delta_on_the_workers_not_in_the_driver(s
     assert result.manifest["reuse"]["deltas"]["session_groups"] == 1
     monkeypatch.undo()
     batch.convert([src], local, batch_bytes=50_000)  # a full local run of the grown sessions
+    assert_same_output(remote, local)
+
+
+def test_the_kept_groups_of_a_changed_batch_are_carved_on_the_workers_not_in_the_driver(scheduler, src, tmp_path, monkeypatch):
+    sessions(src, 6)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    batch.convert([src], local, batch_bytes=50_000)
+    before = {b["part"]: set(b["groups"]) for b in json.loads((remote / "_reuse.json").read_text())["batches"]}
+    sid = f"{3:08d}-0000-4000-8000-000000000000"
+    lines = (src / f"{sid}.jsonl").read_text().splitlines(keepends=True)
+    (src / f"{sid}.jsonl").write_text("".join(lines[:-1]))  # shorter: changed, not grown
+
+    def in_the_driver(*args, **kw):
+        raise AssertionError("a batch converted or carved in the process that plans the run")
+
+    # (the workers' own are not patched)
+    monkeypatch.setattr(batch.run.task, "convert_batch", in_the_driver)
+    monkeypatch.setattr(batch.incremental.carving, "carve", in_the_driver)
+    result = batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
+    assert result.manifest["reuse"]["session_groups_converted"] == 1
+    after = {b["part"]: set(b["groups"]) for b in json.loads((remote / "_reuse.json").read_text())["batches"]}
+    shared = next(groups for groups in before.values() if sid in groups)
+    assert len(shared) > 1  # the changed session shared its batch: the others' rows were carved out of it
+    assert shared - {sid} in after.values()
+    assert temporaries(remote) == []
+    monkeypatch.undo()
+    batch.convert([src], local, batch_bytes=50_000)  # the same re-run, carved in the process
     assert_same_output(remote, local)
 
 
