@@ -10,7 +10,7 @@ reuse state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,13 +54,17 @@ def path_owners(groups: Mapping[str, str | None]) -> dict[str, str | None]:
     return path_owner
 
 
-def session_owners(batches: Iterable[Batch]) -> dict[str, str]:
+def session_owners(batches: Sequence[Batch], groups: set[str]) -> dict[str, str]:
     """The group of each session among the inputs the batches record (a group's inputs are
-    recorded by one of the batches holding its rows): the first they give."""
+    recorded by one of the batches holding its rows): the first they give, for the sessions of which
+    that is one of `groups`. Held for those sessions only: the batches holding `groups` name them,
+    then every batch is read for the first group of each."""
+    wanted = {key for key, owner in session_owner_pairs(b for b in batches if groups & b.groups.keys()) if owner in groups}
     keys: dict[str, str] = {}
-    for key, owner in session_owner_pairs(batches):
-        keys.setdefault(key, owner)
-    return keys
+    for key, owner in session_owner_pairs(batches) if wanted else ():
+        if key in wanted:
+            keys.setdefault(key, owner)
+    return {key: owner for key, owner in keys.items() if owner in groups}
 
 
 def session_owner_pairs(batches: Iterable[Batch]) -> Iterator[tuple[str, str]]:
@@ -324,19 +328,20 @@ def carve(files: BatchFiles, c: CarveTask) -> Batch | None:
 
 
 def keep_previous(
-    output: Output, state: State | None, splits: dict[str, list[Piece] | None], keys: dict[str, str], owner: str,
+    output: Output, state: State | None, splits: dict[str, list[Piece] | None], batches: Sequence[Batch], owner: str,
     used: set[str],
 ) -> list[Batch]:
     """The rows an earlier run wrote of a group this run could not convert, carved out of the
     previous batches holding them (still in the previous output: the swap comes later), as state
     entries with the fingerprint of that run: the next run tries the group again. None when the
-    group is new, or when its rows cannot be told apart by group (then they go, as before)."""
+    group is new, or when its rows cannot be told apart by group (then they go, as before).
+    `batches`: every batch of the previous state (`session_owners`)."""
     entries = []
     for old in state.batches if state else ():
         if owner not in old.groups:
             continue
         if old.part not in splits:
-            splits[old.part] = split(output, old, keys)
+            splits[old.part] = split(output, old, session_owners(batches, set(old.groups)))
         if splits[old.part] is None:
             continue
         part = reuse.unique_part(reuse.part_id([owner, f"previous:{old.part}"]), used)

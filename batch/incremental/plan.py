@@ -37,7 +37,6 @@ class Planned:
     owners_fp: dict[str, str | None]
     plan: reuse.Plan
     splits: dict[str, list[carving.Piece] | None]  # the batches to carve, split by group
-    keys: dict | None  # `carving.session_owners` of the previous state, when a batch was split (`session_keys`)
     growing: dict[str, deltas.Growth]  # the grown groups to re-run as deltas
     touched: list[Batch]  # the previous batches holding a growing group
     final_reused: bool  # nothing changed: the final stage is the previous run's
@@ -49,12 +48,6 @@ class Planned:
     carved: tuple[Batch, ...] = ()  # set by `take_previous`, as the next three
     delta_summary: dict = field(default_factory=dict)
     replaced: tuple[dict, ...] = ()
-
-    def session_keys(self) -> dict[str, str]:
-        """`carving.session_owners` of the previous state (held only once a batch is split: one entry a session)."""
-        if self.keys is not None:
-            return self.keys
-        return carving.session_owners(self.previous.batches if self.previous else ())
 
     def converting(self) -> set[str]:
         """The groups this run converts: the units to convert and the grown groups re-run as deltas."""
@@ -146,7 +139,6 @@ def plan(
     # group first (key columns only); a batch whose rows cannot all be told apart by group is
     # dropped, with every batch sharing a group with it, and their groups are converted again.
     splits: dict[str, list[carving.Piece] | None] = {}
-    keys = None  # (`Planned.session_keys`, once a batch is split)
     while True:
         if missing:
             lost = reuse.spread(previous.batches, missing) & planned.kept - fixing.rebuilt - fixing.lost
@@ -164,10 +156,12 @@ def plan(
         )
         touched = [b for b in (state.batches if state else ()) if growing.keys() & b.groups.keys()]
         bad = {o for b in touched if damaged(b) for o in b.groups}
+        to_split = {b.part: b for b in [*touched, *(b for b, _ in planned.carved)] if b.part not in splits}.values()
+        # (the group of each session of their groups, among the previous state's inputs)
+        keys = carving.session_owners(previous.batches, {o for b in to_split for o in b.groups}) if to_split else {}
+        for b in to_split:
+            splits[b.part] = carving.split(output, b, keys)
         for b in [*touched, *(b for b, _ in planned.carved)]:
-            if b.part not in splits:
-                keys = carving.session_owners(previous.batches) if keys is None else keys
-                splits[b.part] = carving.split(output, b, keys)
             if splits[b.part] is None:
                 bad |= b.groups.keys()
         if not bad - missing:
@@ -185,7 +179,7 @@ def plan(
     previous_manifest = output.previous_manifest() if final_reused else None
     used = {b.part for b in [*planned.reused, *touched]} | {reuse.part_id(())}
     return Planned(
-        previous, state, key, imports_key, owners_fp, planned, splits, keys, growing, touched, final_reused,
+        previous, state, key, imports_key, owners_fp, planned, splits, growing, touched, final_reused,
         previous_manifest, used, fixing, frozen,
     )
 
