@@ -115,8 +115,8 @@ def hasher() -> Executor:
 
 
 def run(task, stop: Stop | None = None):
-    """Run `task` (a `Task`, or a grown group's delta: batch/incremental/deltas.py `DeltaTask`) by
-    its own `run`. `stop`: the run's stop, when the task runs in the run's own process."""
+    """Run `task` (a `Task`, a grown group's delta: batch/incremental/deltas.py `DeltaTask`, or a
+    previous batch's carving: batch/incremental/carving.py `CarveTask`) by its own `run`. `stop`: the run's stop, when the task runs in the run's own process."""
     return task.run(stop or _STOP)
 
 
