@@ -270,21 +270,21 @@ class CarveTask:
         return entry
 
 
-def carve(files: BatchFiles, c: CarveTask) -> Batch | None:
-    """Write the rows of the groups `c.keep` of a previous batch (split by `split`) as the parts
+def carve(files: BatchFiles, task: CarveTask) -> Batch | None:
+    """Write the rows of the groups `task.keep` of a previous batch (split by `split`) as the parts
     `files`, and return their state entry (None when no group is left).
 
     A part whose rows are all kept is linked under the new name as it is; the others are read
-    whole, filtered and written again. The batch's grown groups re-run as deltas (`c.growing`) keep
-    their rows too, but in the tables where `c.dropped` (by (table, work), or None for every table)
+    whole, filtered and written again. The batch's grown groups re-run as deltas (`task.growing`) keep
+    their rows too, but in the tables where `task.dropped` (by (table, work), or None for every table)
     says their new rows were written whole; the entry lists them, with their current fingerprint,
     when rows of them are left."""
-    batch, keep, dropped, growing = c.batch, c.keep, c.dropped, c.growing
+    batch, keep, dropped, growing = task.batch, task.keep, task.dropped, task.growing
     groups = batch.groups
     delta = sorted(growing.keys() & groups.keys()) if growing else []
     plan_parts = []
     remaining: set[str] = set()
-    for p in c.pieces:
+    for p in task.pieces:
         gone = (dropped.get(None, set()) | dropped.get((p.table, p.work), set())) if dropped else set()
         kept = {*keep, *(g for g in delta if g not in gone)}
         remaining.update(g for g in delta if g in kept and p.by_group.get(g))
@@ -302,7 +302,7 @@ def carve(files: BatchFiles, c: CarveTask) -> Batch | None:
             owners = p.owners if p.owners is not None else owners_of(frame, *p.keys)
             if owners is None or dict(owners.value_counts().iter_rows()) != p.by_group:
                 raise OutputError(
-                    f"the rows of {p.source} are not those the reuse state of {c.out} records: "
+                    f"the rows of {p.source} are not those the reuse state of {task.out} records: "
                     "convert again with --full."
                 )
             frame = frame.filter(owners.is_in(list(kept)))
@@ -322,7 +322,7 @@ def carve(files: BatchFiles, c: CarveTask) -> Batch | None:
     entry = {owner: groups[owner] for owner in keep}
     entry.update((owner, growing[owner]) for owner in remaining)
     return Batch(
-        c.part, dict(sorted(entry.items())), tuple(i for i in batch.inputs if i["path"] in names),
+        task.part, dict(sorted(entry.items())), tuple(i for i in batch.inputs if i["path"] in names),
         tuple(s for s in batch.skipped if path_owner.get(s[0]) in keep), counts, tuple(work_tables), rows_by_group,
     )
 

@@ -167,8 +167,9 @@ def run_plan(
     )
     not_converted = [declare_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]
     # a group converted by an earlier run keeps the rows that run wrote (`carving.keep_previous`)
+    previous = p.previous.batches if p.previous else ()
     for entry in not_converted:
-        for batch in carving.keep_previous(output, p.state, p.splits, p.previous.batches, entry["session_key"], p.used):
+        for batch in carving.keep_previous(output, p.state, p.splits, previous, entry["session_key"], p.used):
             entry["previous_rows_kept"] = True
             taken.add(batch)
     return not_converted
