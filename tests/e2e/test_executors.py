@@ -146,6 +146,25 @@ def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_du
     assert temporaries(remote) == []
 
 
+def test_a_worker_killed_while_it_carves_is_replaced_and_the_carving_run_again(src, tmp_path, monkeypatch):
+    sessions(src, 6)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    for out in (local, remote):
+        batch.convert([src], out, batch_bytes=50_000)
+    sid = f"{3:08d}-0000-4000-8000-000000000000"
+    lines = (src / f"{sid}.jsonl").read_text().splitlines(keepends=True)
+    (src / f"{sid}.jsonl").write_text("".join(lines[:-1]))  # shorter: its batch's other group is carved out
+    batch.convert([src], local, batch_bytes=50_000)
+    killed = tmp_path / "killed"
+    # the first worker process that starts a carving kills itself there, once (tests/faults/sitecustomize.py)
+    for name, value in fault_env("once:carve", once=killed).items():
+        monkeypatch.setenv(name, value)
+    batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
+    assert killed.exists()  # a worker died while it carved
+    assert_same_output(remote, local)
+    assert temporaries(remote) == []
+
+
 def test_a_worker_that_cannot_see_an_input_or_the_run_folder_is_refused_before_any_task(scheduler, tmp_path):
     run_folder = tmp_path / "run"
     run_folder.mkdir()

@@ -3,7 +3,8 @@ this folder on PYTHONPATH and ASR_BATCH_FAULT set (`conftest.fault_env`) kills i
 the step named, or stalls there, to prove what an interruption leaves (tests/e2e/test_safety.py).
 Dask's worker processes inherit the environment, so a fault in a task reaches them too.
 
-Steps: `batch` (a task starts converting its batch), `batches` (every task is done), `final` (the
+Steps: `batch` (a task starts converting its batch), `carve` (a task starts carving a previous batch),
+`batches` (every task is done), `final` (the
 final stage has written one table by DuckDB's COPY, and goes on to the next), `swap` (the new
 output is complete, not yet swapped in), `swapped` (swapped in, the run not finished), `swap-aside`
 (the previous output renamed aside, where the folders are not exchanged at once).
@@ -65,10 +66,12 @@ def after(module, name: str, step: str) -> None:
 
 
 def install() -> None:
+    from batch.incremental import carving
     from batch.output import folder
     from batch.run import schedule, task
 
     before(task, "convert_batch", "batch", stop_arg=6)
+    before(carving, "carve", "carve")
     after(schedule, "run", "batches")
     after(folder.Output, "copy", "final")
     before(folder, "_swap", "swap")
