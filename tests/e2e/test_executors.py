@@ -52,6 +52,21 @@ def sessions(src: Path, n: int) -> None:
                                            for j in range(10)])
 
 
+def shortened(src: Path, k: int) -> str:
+    """Drop the last line of session `k` (of `sessions`): changed, not grown. Its session ID."""
+    sid = f"{k:08d}-0000-4000-8000-000000000000"
+    lines = (src / f"{sid}.jsonl").read_text().splitlines(keepends=True)
+    (src / f"{sid}.jsonl").write_text("".join(lines[:-1]))
+    return sid
+
+
+def kill_once(monkeypatch, step: str, killed: Path) -> None:
+    """The first worker process that reaches `step` kills itself there, once, creating `killed`
+    (tests/faults/sitecustomize.py)."""
+    for name, value in fault_env(f"once:{step}", once=killed).items():
+        monkeypatch.setenv(name, value)
+
+
 def temporaries(out: Path) -> list[Path]:
     return [p for p in out.rglob(".part-*")]
 
@@ -110,9 +125,7 @@ def test_the_kept_groups_of_a_changed_batch_are_carved_on_the_workers_not_in_the
     batch.convert([src], remote, batch_bytes=50_000, executor=scheduler)
     batch.convert([src], local, batch_bytes=50_000)
     before = {b["part"]: set(b["groups"]) for b in json.loads((remote / "_reuse.json").read_text())["batches"]}
-    sid = f"{3:08d}-0000-4000-8000-000000000000"
-    lines = (src / f"{sid}.jsonl").read_text().splitlines(keepends=True)
-    (src / f"{sid}.jsonl").write_text("".join(lines[:-1]))  # shorter: changed, not grown
+    sid = shortened(src, 3)
 
     def in_the_driver(*args, **kw):
         raise AssertionError("a batch converted or carved in the process that plans the run")
@@ -132,35 +145,21 @@ def test_the_kept_groups_of_a_changed_batch_are_carved_on_the_workers_not_in_the
     assert_same_output(remote, local)
 
 
-def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_duplicates(src, tmp_path, monkeypatch):
+@pytest.mark.parametrize("step", ["batch", "carve"])
+def test_a_worker_killed_in_a_task_is_replaced_and_its_task_run_again_without_duplicates(step, src, tmp_path, monkeypatch):
+    """A worker killed while it converts a batch (a first run), or while it carves a previous batch
+    (a re-run after a change)."""
     sessions(src, 6)
     local, remote = tmp_path / "local", tmp_path / "remote"
+    if step == "carve":
+        for out in (local, remote):
+            batch.convert([src], out, batch_bytes=50_000)
+        shortened(src, 3)  # its batch's other group is carved out
     batch.convert([src], local, batch_bytes=50_000)
     killed = tmp_path / "killed"
-    # the first worker process that starts a task kills itself there, once (tests/faults/sitecustomize.py)
-    for name, value in fault_env("once:batch", once=killed).items():
-        monkeypatch.setenv(name, value)
+    kill_once(monkeypatch, step, killed)  # in the first such task a worker starts
     batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
-    assert killed.exists()  # a worker died in a task
-    assert_same_output(remote, local)
-    assert temporaries(remote) == []
-
-
-def test_a_worker_killed_while_it_carves_is_replaced_and_the_carving_run_again(src, tmp_path, monkeypatch):
-    sessions(src, 6)
-    local, remote = tmp_path / "local", tmp_path / "remote"
-    for out in (local, remote):
-        batch.convert([src], out, batch_bytes=50_000)
-    sid = f"{3:08d}-0000-4000-8000-000000000000"
-    lines = (src / f"{sid}.jsonl").read_text().splitlines(keepends=True)
-    (src / f"{sid}.jsonl").write_text("".join(lines[:-1]))  # shorter: its batch's other group is carved out
-    batch.convert([src], local, batch_bytes=50_000)
-    killed = tmp_path / "killed"
-    # the first worker process that starts a carving kills itself there, once (tests/faults/sitecustomize.py)
-    for name, value in fault_env("once:carve", once=killed).items():
-        monkeypatch.setenv(name, value)
-    batch.convert([src], remote, batch_bytes=50_000, executor="dask", workers=2)
-    assert killed.exists()  # a worker died while it carved
+    assert killed.exists()  # a worker died in the task
     assert_same_output(remote, local)
     assert temporaries(remote) == []
 
