@@ -1,22 +1,29 @@
 """The RSS of the process that plans and finalizes a convert, after each of its steps.
 
-    python bench/driver.py ARCHIVE [--executor dask|local|tcp://HOST:PORT] [--out OUTPUT]
+    python bench/driver.py ARCHIVE [--executor dask|local|tcp://HOST:PORT] [--out OUTPUT] [--grown SHARE]
 
 Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this
-process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan, the
-tasks and the settling of the run (the reuse state and the manifest's inputs written), before the
-final stage, and the peak from then to the end (the final stage, the catalog, the commit). With
+process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan (with
+what it takes of a previous output: deltas, carving), the tasks and the settling of the run (the
+reuse state and the manifest's inputs written), each with its peak (`VmHWM`, reset after each step),
+before the final stage, and the peak from then to the end (the final stage, the catalog, the commit). With
 `--executor dask` (the default) the batches run in two worker processes of a LocalCluster, whose
 scheduler runs in this process too; with the address of a running scheduler (`dask scheduler`, its
 workers started with this checkout on their PYTHONPATH) the figures are those of the driver alone, as
 on a cluster (docs/performance.md, "A cluster run, on paper"). With `--out`, the run converts into
 OUTPUT instead: over an output there, a re-run (give it a copy: `cp -al` links the parts, which a run
-never changes in place).
+never changes in place). With `--grown SHARE`, a re-run after growth: a hard-linked copy of ARCHIVE is
+converted first (by the CLI, in a process of its own), SHARE of its main transcripts are grown by a
+line (bench/grow.py), and this process converts the copy again over that output.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,16 +31,18 @@ import batch
 from batch.incremental import plan as incremental
 from batch.run import finalize, finish, schedule
 from batch.sources import registry
+from grow import grow_sessions
 from rss import reset_peak, status
 
 
 def _after(module, name: str, label: str, seen: dict) -> None:
-    """Record the RSS when `module.name` returns."""
+    """Record the RSS when `module.name` returns, and the peak since the previous step."""
     real = getattr(module, name)
 
     def measured(*args, **kw):
         result = real(*args, **kw)
-        seen[label] = status("VmRSS")
+        seen[label] = f"{status('VmRSS')} (peak {status('VmHWM')})"
+        reset_peak()
         return result
 
     setattr(module, name, measured)
@@ -44,6 +53,8 @@ def main() -> None:
     parser.add_argument("archive", type=Path)
     parser.add_argument("--executor", default="dask", help="dask (the default), local, or a scheduler's address")
     parser.add_argument("--out", type=Path, help="convert into this folder (a re-run over an output there)")
+    parser.add_argument("--grown", type=float, metavar="SHARE",
+                        help="a re-run after SHARE of the main transcripts of a copy of ARCHIVE grew by a line")
     args = parser.parse_args()
     seen = {"imports": status("VmRSS")}
     _after(registry, "discover", "discovery", seen)
@@ -59,9 +70,16 @@ def main() -> None:
 
     finalize.finalize = stage
     with tempfile.TemporaryDirectory() as tmp:
-        result = batch.convert([args.archive], args.out or Path(tmp) / "out", executor=args.executor, workers=2)
+        archive, out, grown = args.archive, args.out or Path(tmp) / "out", ""
+        if args.grown:
+            archive = Path(tmp) / "input" / args.archive.name  # the same folder name: tables name files by it
+            shutil.copytree(args.archive, archive, copy_function=os.link)
+            subprocess.run([sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "-q"], check=True)
+            grown = f", {grow_sessions(archive, args.grown)} transcripts grown"
+        reset_peak()
+        result = batch.convert([archive], out, executor=args.executor, workers=2)
         seen["peak from the final stage on"] = status("VmHWM")
-    print(f"{args.archive} ({result.inputs:,} files, {args.executor}): "
+    print(f"{args.archive} ({result.inputs:,} files, {args.executor}{grown}): "
           + ", ".join(f"{k} {v} MiB" for k, v in seen.items()), flush=True)
 
 

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline as baseline_ref  # noqa: E402
 import codex  # noqa: E402
 import generate  # noqa: E402
+from grow import grow_sessions, main_transcripts  # noqa: E402
 import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -467,29 +468,6 @@ def upgrade(archive: Path, scratch: Path, full_out: Path, full: dict, args: argp
         print(f"            {line}")
     return {"commit": ref.commit, "gone": len(gone), "carried": carried, "run": run, "mib_before": before,
             "mib_after": after, "identical": same, "differences": differ}
-
-
-def main_transcripts(archive: Path) -> list[Path]:
-    return sorted(p for p in archive.rglob("*.jsonl") if "subagents" not in p.parts)
-
-
-def grow_sessions(archive: Path, share: float, chosen: list[Path] | None = None) -> int:
-    """Append one user line to `share` of the main transcripts (every 1/share-th by name, or `chosen`);
-    return how many.
-
-    A file is first replaced by a copy of itself, so a hard-linked original is never changed."""
-    if chosen is None:
-        chosen = main_transcripts(archive)[:: max(1, round(1 / share))]
-    for n, path in enumerate(chosen):
-        data = path.read_bytes()
-        path.unlink()
-        line = {
-            "type": "user", "uuid": f"00000000-0000-4000-8000-{n:012d}", "parentUuid": None,
-            "sessionId": path.stem, "timestamp": "2026-03-01T00:00:00.000Z", "isSidechain": False,
-            "message": {"role": "user", "content": "one more prompt"},
-        }
-        path.write_bytes(data + (b"" if data.endswith(b"\n") or not data else b"\n") + json.dumps(line).encode() + b"\n")
-    return len(chosen)
 
 
 def rerun(archive: Path, out: Path, batch_mb: int | None, workers: int | None, full: dict) -> list[dict]:
