@@ -25,7 +25,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from batch.incremental.state import Batch, State
-from batch.sources.base import Unit, fingerprint_entries, fingerprint_text
+from batch.sources.base import Told, Unit, fingerprint_entries, fingerprint_text
 
 
 def part_id(owners: list[str] | tuple[str, ...]) -> str:
@@ -38,17 +38,17 @@ def run_key(tool_result_files: set[str]) -> str:
     return hashlib.sha256("\n".join(sorted(tool_result_files)).encode()).hexdigest()
 
 
-def fingerprints(units: list[Unit]) -> dict[str, str | None]:
-    """Each owner's fingerprint as the state stores it (`fingerprint_text`); None when a unit of it
-    has none. A unit's fingerprint given as text is in that form already: an owner of one such unit
-    shares it rather than a copy (held for the whole run)."""
-    found: dict[str, str | None] = {}
+def fingerprints(units: list[Unit]) -> dict[str, str | Told | None]:
+    """Each owner's fingerprint as the state stores it (`fingerprint_text`), or what tells it when
+    asked (`fingerprint_of`); None when a unit of it has none. An owner of one unit shares its
+    fingerprint given as text or told rather than a copy (held for the whole run)."""
+    found: dict[str, str | Told | None] = {}
     for unit in units:
         if unit.owner in found and found[unit.owner] is None:
             continue
         if unit.fingerprint is None:
             found[unit.owner] = None
-        elif unit.owner not in found and isinstance(unit.fingerprint, str):
+        elif unit.owner not in found and not isinstance(unit.fingerprint, (tuple, list)):
             found[unit.owner] = unit.fingerprint
         else:
             # entries of several sources (files, Git objects) differ in shape: ordered by their JSON text
@@ -127,8 +127,10 @@ def given(current: dict[str, str | None], wanted: set[str]) -> set[str]:
     return {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted}
 
 
-def unchanged(owner: str, fp: str | None, current: dict[str, str | None], kept: frozenset[str]) -> bool:
-    """Whether a group of the previous output stays as it is: its fingerprint is the same, or it is kept."""
+def unchanged(owner: str, fp: str | None, current: dict[str, str | Told | None], kept: frozenset[str]) -> bool:
+    """Whether a group of the previous output stays as it is: its fingerprint is the same, or it is kept.
+    (A fingerprint told when asked is not the previous output's: `incremental.plan.plan` gave the
+    unchanged ones the state's text.)"""
     return owner in kept or (current.get(owner) is not None and current[owner] == fp)
 
 

@@ -65,6 +65,8 @@ def find(inputs: registry.Inputs, held: set[str]) -> list[Group]:
     (`held`: its groups, when this version wrote it) and none of whose files a unit reads: every
     session of those outputs is then in the new output, converted or as written. An output named
     first wins over the next, as for rebuilt groups."""
+    if not inputs.archives:
+        return []
     given = {u.owner for u in inputs.units} | held
     files = {e[0] for u in inputs.units for e in fingerprint_entries(u.fingerprint) if len(e) in (3, 4)}
     found = []

@@ -24,7 +24,7 @@ from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
+from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries, fingerprint_of
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
 from batch.output.folder import WORK
 from batch.output.parts import BatchFiles, conform
@@ -123,7 +123,8 @@ def growing_groups(
             continue
         old_unit = Unit(owner, sum(f.size for f in files), partial(load_files, tuple(files)), label=unit.label,
                         newest=max(f.mtime_ns or 0 for f in files))
-        growing[owner] = Growth(unit, old_unit, {name: recorded.get(name) for name in old}, current[owner])
+        recorded_files = {name: recorded.get(name) for name in old}
+        growing[owner] = Growth(unit, old_unit, recorded_files, fingerprint_of(current[owner]))
     return growing
 
 

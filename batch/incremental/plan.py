@@ -18,6 +18,7 @@ from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
 from batch.sources.base import fingerprint_entries
+from batch.sources.files import fingerprint_texts
 
 if TYPE_CHECKING:
     from batch.run.executors import Shared
@@ -107,8 +108,10 @@ def plan(
     fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
     if previous is not None:  # a fingerprint unchanged since the previous run: one text, the state's
         before = previous.owners()
-        for unit in units:
-            if isinstance(unit.fingerprint, str) and unit.fingerprint == before.get(unit.owner):
+        ours = [unit for unit in units if unit.owner in before]
+        # (one told when asked is told now, and held only when it is the state's)
+        for unit, text in zip(ours, fingerprint_texts(u.fingerprint for u in ours)):
+            if text == before[unit.owner]:
                 unit.fingerprint = before[unit.owner]
         del before
     owners_fp = reuse.fingerprints(units)

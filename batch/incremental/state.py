@@ -25,7 +25,7 @@ from batch.errors import OutputError
 from batch.output.layout import STATE, STATE_LAYOUT
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import fingerprint_text
+from batch.sources.base import fingerprint_of
 from batch.version import PRODUCER, VERSION
 
 # A group's fingerprint as stored: per file [name, size, modification time ns, sidecar digest], per
@@ -158,7 +158,7 @@ class Batch:
             object.__setattr__(self, "inputs", InputEntries(self.inputs))
         if any(fp is not None and not isinstance(fp, str) for fp in self.groups.values()):
             object.__setattr__(self, "groups", {
-                o: fp if fp is None or isinstance(fp, str) else fingerprint_text(fp) for o, fp in self.groups.items()
+                o: fingerprint_of(fp) for o, fp in self.groups.items()
             })
 
     def with_inputs(self, inputs: list[dict]) -> Batch:

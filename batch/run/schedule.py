@@ -20,6 +20,7 @@ from batch.run.finalize import SOURCE_LOSSES
 from batch.run.memory import Stop, large_groups_message, largest_line
 from batch.sources import registry
 from batch.sources.base import Unit, batches, fingerprint_entries
+from batch.sources.files import fingerprint_texts
 
 
 def run(
@@ -154,8 +155,9 @@ def run_plan(
             progress(done, total)
 
     def take(result: task.TaskResult, units: list[Unit]) -> None:
+        owners = sorted(result.owners)
         taken.add(Batch(
-            result.part, {owner: p.owners_fp[owner] for owner in sorted(result.owners)}, result.inputs,
+            result.part, dict(zip(owners, fingerprint_texts(p.owners_fp[o] for o in owners))), result.inputs,
             tuple(tuple(s) for s in result.skipped), result.counts, tuple(result.work),
             {k: tuple(v) for k, v in result.rows.items()} if result.rows is not None else None,
         ))

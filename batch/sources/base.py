@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import polars as pl
 import pyarrow as pa
@@ -168,8 +168,9 @@ class Unit:
     # What tells the unit's input apart without reading it (per file: name, size, modification
     # time, digest of its sidecar, as make and rsync do; per Git blob: its ID); None when only reading tells.
     # An incremental run reuses the previous conversion of a group whose fingerprint is unchanged.
-    # Its entries (tuples), or their text as the reuse state holds it (`fingerprint_text`).
-    fingerprint: tuple | str | None = None
+    # Its entries (tuples), or their text as the reuse state holds it (`fingerprint_text`), or what tells
+    # that text when asked (`fingerprint_of`: a unit's rows of the files table, sources/files.py `Rows`).
+    fingerprint: tuple | str | Told | None = None
     newest: int = 0  # the newest modification time of its files, in ns (0 when not known: Git objects)
 
 
@@ -181,8 +182,25 @@ def fingerprint_text(entries: Iterable) -> str:
                       separators=(",", ":"))
 
 
-def fingerprint_entries(fingerprint: tuple | str | None) -> list:
-    """A fingerprint's entries (lists, when given as text); none for None."""
+class Told(Protocol):
+    """A fingerprint told when asked (sources/files.py `Rows`)."""
+
+    def fingerprint_text(self) -> str: ...
+
+
+def fingerprint_of(fingerprint: tuple | str | Told | None) -> str | None:
+    """A fingerprint as the reuse state holds it (`fingerprint_text`), told now when it is told when asked."""
+    if fingerprint is None or isinstance(fingerprint, str):
+        return fingerprint
+    if isinstance(fingerprint, (tuple, list)):
+        return fingerprint_text(fingerprint)
+    return fingerprint.fingerprint_text()
+
+
+def fingerprint_entries(fingerprint: tuple | str | Told | None) -> list:
+    """A fingerprint's entries (lists, when given as text or told); none for None."""
+    if fingerprint is not None and not isinstance(fingerprint, (str, tuple, list)):
+        fingerprint = fingerprint.fingerprint_text()
     if isinstance(fingerprint, str):
         return json.loads(fingerprint)
     return list(fingerprint or ())

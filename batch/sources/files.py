@@ -13,19 +13,20 @@ process runs it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
 import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit, fingerprint_text
+from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit, fingerprint_of, fingerprint_text
 
 SCHEMA = pa.schema([
     # a path as the file system gives it, whatever its bytes (os.fsencode)
@@ -180,7 +181,7 @@ class FileTable:
                     for piece in rows.sort_by(order).drop_columns(["is_other"]).to_batches(max_chunksize=BATCH_ROWS):
                         writer.write_batch(piece)
                         grouping.batches.append(grouping.row)
-                        for row in piece.select(["name", "size", "mtime_ns", "owner", "producer_source", "sidecar_sha256"]).to_pylist():
+                        for row in piece.select(["name", "size", "mtime_ns", "owner", "producer_source"]).to_pylist():
                             grouping.add(row)
                     grouping.close()
                     del rows
@@ -199,15 +200,14 @@ class _Grouping:
         self.units: list[tuple[tuple[bool, str, str], Unit]] = []
         self.batches: list[int] = []  # the first row of each record batch written
         self.row = 0
-        self.start, self.owner, self.entries, self.size, self.newest = 0, None, [], 0, 0
+        self.start, self.owner, self.count, self.size, self.newest = 0, None, 0, 0, 0
 
     def add(self, row: dict) -> None:
         if row["producer_source"] != CLAUDE_CODE:  # a rollout: a unit of its own, owned by its session
             self.close()
-            entry = [row["name"], row["size"], row["mtime_ns"], None]
+            rows = self._load(self.row, 1)
             self.units.append(((True, row["owner"], row["name"]), Unit(
-                row["owner"], row["size"], self._load(self.row, 1), label=row["name"],
-                fingerprint=fingerprint_text([entry]), newest=row["mtime_ns"] or 0,
+                row["owner"], row["size"], rows, label=row["name"], fingerprint=rows, newest=row["mtime_ns"] or 0,
             )))
             self.row += 1
             self.start = self.row
@@ -215,7 +215,7 @@ class _Grouping:
         if row["owner"] != self.owner:
             self.close()
             self.owner = row["owner"]
-        self.entries.append([row["name"], row["size"], row["mtime_ns"], row["sidecar_sha256"]])
+        self.count += 1
         self.size += row["size"]
         self.newest = max(self.newest, row["mtime_ns"] or 0)
         self.row += 1
@@ -229,13 +229,14 @@ class _Grouping:
 
     def close(self) -> None:
         """The unit of the group whose rows passed last."""
-        if self.entries:
+        if self.count:
+            rows = self._load(self.start, self.count)
+            # (its fingerprint, its files by name, size, modification time and sidecar digest, told
+            # from its rows when the run compares or records it: `Rows.fingerprint_text`)
             self.units.append(((False, self.owner, ""), Unit(
-                self.owner, self.size, self._load(self.start, len(self.entries)), label=self.owner,
-                # a group's files by name, size, modification time and sidecar digest, as text
-                fingerprint=fingerprint_text(self.entries), newest=self.newest,
+                self.owner, self.size, rows, label=self.owner, fingerprint=rows, newest=self.newest,
             )))
-        self.start, self.owner, self.entries, self.size, self.newest = self.row, None, [], 0, 0
+        self.start, self.owner, self.count, self.size, self.newest = self.row, None, 0, 0, 0
 
 
 class Rows:
@@ -249,14 +250,43 @@ class Rows:
         self.path, self.batch, self.offset, self.count = path, batch, offset, count
 
     def __call__(self) -> Loaded:
-        streams, batch, offset = [], self.batch, self.offset
-        with pa.memory_map(self.path) as source:
-            file = pa.ipc.open_file(source)
-            while len(streams) < self.count:
-                rows = file.get_batch(batch).slice(offset, self.count - len(streams))
-                streams += [_stream(row) for row in rows.select(list(STREAM_FIELDS)).to_pylist()]
+        return Loaded([_stream(row) for row in self._rows(list(STREAM_FIELDS))])
+
+    def fingerprint_text(self) -> str:
+        """The unit's fingerprint (`fingerprint_text`): per file, its name, size, modification time and
+        sidecar digest (none for a Codex rollout). Told from the rows when asked, not held: the run holds
+        a group's fingerprint only when it is the previous output's (docs/performance.md)."""
+        return next(fingerprint_texts([self]))
+
+    def _rows(self, columns: list[str], file: pa.ipc.RecordBatchFileReader | None = None) -> list[dict]:
+        """Its rows, of `columns` (read from `file`, the sorted file opened already, when given)."""
+        found, batch, offset = [], self.batch, self.offset
+        with contextlib.ExitStack() as stack:
+            file = file or pa.ipc.open_file(stack.enter_context(pa.memory_map(self.path)))
+            while len(found) < self.count:
+                found += file.get_batch(batch).slice(offset, self.count - len(found)).select(columns).to_pylist()
                 batch, offset = batch + 1, 0
-        return Loaded(streams)
+        return found
+
+
+_FINGERPRINTED = ["name", "size", "mtime_ns", "sidecar_sha256", "producer_source"]
+
+
+def fingerprint_texts(fingerprints: Iterable) -> Iterator[str | None]:
+    """`fingerprint_of` of each fingerprint, in order; those told from rows of the files table
+    (`Rows`) read with each file opened once."""
+    with contextlib.ExitStack() as stack:
+        files: dict[str, pa.ipc.RecordBatchFileReader] = {}
+        for fp in fingerprints:
+            if not isinstance(fp, Rows):
+                yield fingerprint_of(fp)
+                continue
+            if fp.path not in files:
+                files[fp.path] = pa.ipc.open_file(stack.enter_context(pa.memory_map(fp.path)))
+            yield fingerprint_text(
+                [r["name"], r["size"], r["mtime_ns"], r["sidecar_sha256"] if r["producer_source"] == CLAUDE_CODE else None]
+                for r in fp._rows(_FINGERPRINTED, files[fp.path])
+            )
 
 
 def _stream(row: dict) -> Stream:

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from batch.sources import files as ft
-from batch.sources.base import CLAUDE_CODE, Stream
+from batch.sources.base import CLAUDE_CODE, Stream, fingerprint_of
 
 CODEX = "codex-rollout-jsonl"
 
@@ -73,8 +73,12 @@ def test_units_are_those_of_the_streams_grouped_in_memory(tmp_path, monkeypatch,
         table.add(s, (s.agent_id, s.session_id))
     assert len(table) == n and sorted(f.name for f in table) == sorted(s.name for s in streams)
     units = table.units()
-    got = [(u.owner, u.size, u.newest, u.fingerprint, u.load().streams) for u in units]
+    got = [(u.owner, u.size, u.newest, fingerprint_of(u.fingerprint), u.load().streams) for u in units]
     assert got == _expected(streams)
+    # a unit's fingerprint is told from its rows when asked: the run holds no text of it; told in bulk,
+    # a record batch read once for the units in order, each is the same
+    assert not any(isinstance(u.fingerprint, str) for u in units)
+    assert list(ft.fingerprint_texts(u.fingerprint for u in units)) == [fp for _, _, _, fp, _ in got]
     # a unit goes to another process as its rows' place, and loads the same streams there
     for unit in units[:50]:
         assert pickle.loads(pickle.dumps(unit)).load().streams == unit.load().streams
