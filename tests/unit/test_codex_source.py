@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from batch.sources import codex
+from batch.sources.base import fingerprint_entries
 from batch.sources.registry import discover
 from conftest import CORPUS, FIXTURES
 
@@ -63,7 +64,7 @@ def test_a_mixed_folder_routes_each_file_to_its_format(tmp_path):
     formats = sorted(s.producer_source for u in found.units for s in u.load().streams)
     assert formats == ["claude-code-jsonl", "codex-rollout-jsonl"]
     unit = next(u for u in found.units if u.owner == first(OLD)["payload"]["id"])
-    assert unit.size == OLD.stat().st_size and json.loads(unit.fingerprint)[0][0].endswith(OLD.name)
+    assert unit.size == OLD.stat().st_size and fingerprint_entries(unit.fingerprint)[0][0].endswith(OLD.name)
 
 
 def test_a_rollout_is_named_by_its_thread_and_rollout_id():
