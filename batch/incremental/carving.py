@@ -59,7 +59,8 @@ def session_owners(batches: Sequence[Batch], groups: set[str]) -> dict[str, str]
     recorded by one of the batches holding its rows): the first they give, for the sessions of which
     that is one of `groups`. Held for those sessions only: the batches holding `groups` name them,
     then every batch is read for the first group of each."""
-    wanted = {key for key, owner in session_owner_pairs(b for b in batches if groups & b.groups.keys()) if owner in groups}
+    holding = (b for b in batches if groups & b.groups.keys())
+    wanted = {key for key, owner in session_owner_pairs(holding) if owner in groups}
     keys: dict[str, str] = {}
     for key, owner in session_owner_pairs(batches) if wanted else ():
         if key in wanted:
@@ -260,13 +261,9 @@ class CarveTask:
     growing: dict[str, str] | None = None  # its grown groups re-run as deltas, with their current fingerprint
 
     def run(self, stop=None) -> Batch | None:
-        files = BatchFiles(self.run_folder, self.part)
-        try:
+        with BatchFiles(self.run_folder, self.part) as files:
             entry = carve(files, self)
             files.commit()
-        except BaseException:
-            files.abort()
-            raise
         return entry
 
 

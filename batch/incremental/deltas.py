@@ -24,8 +24,9 @@ from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries, fingerprint_of
+from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
 from batch.sources.claude_code import Discovery, head_unchanged, load_files
+from batch.sources.files import fingerprint_texts
 from batch.output.folder import WORK
 from batch.output.parts import BatchFiles, conform
 from batch.run import task
@@ -97,19 +98,21 @@ def growing_groups(
         if any(reuse.unchanged(u, fp, current, plan.kept) for u, fp in b.groups.items())
         for o in b.groups
     }
-    candidates = [
+    single = [
         owner for owner in sorted(plan.changed & shared)
         if len(by_owner.get(owner, [])) == 1 and by_owner[owner][0].size <= batch_bytes
-        and reuse.grown(before.get(owner), current.get(owner))
     ]
+    # (their fingerprints as text, each told once from its unit's rows)
+    texts = dict(zip(single, fingerprint_texts(current.get(owner) for owner in single)))
+    candidates = [owner for owner in single if reuse.grown(before.get(owner), texts[owner])]
     recorded = state.recorded(set(candidates))
     # what discovery read of their files' heads, by name (Claude Code transcripts only)
     found_heads = dict(found.files.heads(
-        {e[0] for o in candidates for e in fingerprint_entries(current[o])}, producer=CLAUDE_CODE
+        {e[0] for o in candidates for e in fingerprint_entries(texts[o])}, producer=CLAUDE_CODE
     ))
     growing = {}
     for owner in candidates:
-        now = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(current[owner])}
+        now = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(texts[owner])}
         if not all(name in found_heads for name in now):
             continue
         old = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(before[owner])}
@@ -124,7 +127,7 @@ def growing_groups(
         old_unit = Unit(owner, sum(f.size for f in files), partial(load_files, tuple(files)), label=unit.label,
                         newest=max(f.mtime_ns or 0 for f in files))
         recorded_files = {name: recorded.get(name) for name in old}
-        growing[owner] = Growth(unit, old_unit, recorded_files, fingerprint_of(current[owner]))
+        growing[owner] = Growth(unit, old_unit, recorded_files, texts[owner])
     return growing
 
 
@@ -151,22 +154,18 @@ class DeltaTask:
         alone), and write the delta's parts (`_write_delta`); a chunk that runs out of memory writes
         nothing and says so."""
         owners = sorted(self.order)
-        files = BatchFiles(self.run_folder, self.part)
-        old, new = Captured(files.spill), Captured(files.spill)
         given = ("", set(self.tool_result_files), task.hasher(), 1, stop)
         try:
-            before = task.convert_batch([self.growing[o].old for o in owners], old, *given)
-            after = task.convert_batch([self.growing[o].new for o in self.order], new, *given)
-            result = _write_delta(files, self.part, owners, self.growing, before, after, old, new, self.held)
-            files.commit()
+            with BatchFiles(self.run_folder, self.part) as files:
+                old, new = Captured(files.spill), Captured(files.spill)
+                before = task.convert_batch([self.growing[o].old for o in owners], old, *given)
+                after = task.convert_batch([self.growing[o].new for o in self.order], new, *given)
+                result = _write_delta(files, self.part, owners, self.growing, before, after, old, new, self.held)
+                files.commit()
         except Exception as exc:
-            files.abort()
             if stop.event.is_set() or not sql.out_of_memory(exc):
                 raise
             return DeltaResult(None, set(), {}, out_of_memory=str(exc))
-        except BaseException:
-            files.abort()
-            raise
         return result
 
 
@@ -184,8 +183,7 @@ class DeltaResult:
 
 def run_deltas(
     growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], current: dict[str, str | None],
-    shared: Shared, run_folder: Path, converting: int,
+    tool_result_files: set[str], batch_bytes: int, used: set[str], shared: Shared, run_folder: Path, converting: int,
 ) -> tuple[list[Batch], dict, dict, set[str]]:
     """Re-run the grown groups as deltas (`DeltaTask`, a chunk of them a task, on the run's executor
     `shared`, batch/run/executors.py, started for them and the `converting` groups converted after;
@@ -210,7 +208,7 @@ def run_deltas(
     tasks = []
     for order in chunks:  # (the parts named here, in the chunks' order: the same whatever ends first)
         owners = sorted(order)
-        tag = hashlib.sha256(json.dumps([fingerprint_entries(current[o]) for o in owners]).encode()).hexdigest()
+        tag = hashlib.sha256(json.dumps([fingerprint_entries(growing[o].fp) for o in owners]).encode()).hexdigest()
         tasks.append(DeltaTask(
             reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used), tuple(order),
             {o: growing[o] for o in order},

@@ -200,7 +200,7 @@ def take_previous(
     delta_batches, dropped, delta_summary, growing = [], {}, {}, p.growing
     if growing:
         delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
-            growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, p.owners_fp, shared,
+            growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, shared,
             output.tmp, len(p.plan.units),
         )
         growing = {owner: g for owner, g in growing.items() if owner not in whole}

@@ -119,6 +119,14 @@ class BatchFiles:
         shutil.rmtree(self.spill, ignore_errors=True)
         return sorted(path.parent.name for _, path in self._written if path.parent.parent.name == WORK)
 
+    def __enter__(self) -> BatchFiles:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        """A block that fails (an error, a signal) leaves nothing written (`abort`)."""
+        if kind is not None:
+            self.abort()
+
     def abort(self) -> None:
         """Remove what was written (a failed task: it is converted again, or the run stops)."""
         for temporary, _ in self._written:

@@ -54,21 +54,17 @@ class Task:
 
     def run(self, stop: Stop) -> TaskResult:
         """Convert the batch into part files of its run folder (see the module's docstring)."""
-        files = BatchFiles(self.run_folder, self.part)
         try:
-            batch = convert_batch(
-                list(self.units), files, self.part, set(self.tool_result_files), hasher(), self.share, stop,
-                self.memory, self.max_line,
-            )
-            work = files.commit()
+            with BatchFiles(self.run_folder, self.part) as files:
+                batch = convert_batch(
+                    list(self.units), files, self.part, set(self.tool_result_files), hasher(), self.share, stop,
+                    self.memory, self.max_line,
+                )
+                work = files.commit()
         except Exception as exc:
-            files.abort()
             if stop.event.is_set() or not sql.out_of_memory(exc):
                 raise
             return TaskResult(self.part, self.owners, InputEntries(), {}, [], None, [], out_of_memory=str(exc))
-        except BaseException:
-            files.abort()
-            raise
         return TaskResult(self.part, self.owners, InputEntries(batch.inputs), batch.counts, batch.skipped, batch.rows, work)
 
 
@@ -116,7 +112,8 @@ def hasher() -> Executor:
 
 def run(task, stop: Stop | None = None):
     """Run `task` (a `Task`, a grown group's delta: batch/incremental/deltas.py `DeltaTask`, or a
-    previous batch's carving: batch/incremental/carving.py `CarveTask`) by its own `run`. `stop`: the run's stop, when the task runs in the run's own process."""
+    previous batch's carving: batch/incremental/carving.py `CarveTask`) by its own `run`. `stop`: the
+    run's stop, when the task runs in the run's own process."""
     return task.run(stop or _STOP)
 
 
