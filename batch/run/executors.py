@@ -24,6 +24,10 @@ DASK = "dask"
 INSTALL_DASK = "pip install 'asr-batch[dask]'"
 # How long the driver waits for an external scheduler to answer, in seconds
 CONNECT_SECONDS = 30
+# The messages Dask's streams keep of what they sent, and its other logs "for developers"
+# (`distributed.admin.low-level-log-length`, 1,000 by default): each message sent to submit a task
+# holds the task's pickle, about 23 KiB a task in the driver of a LocalCluster (docs/decisions/011-executors.md)
+LOG_LENGTH = 32
 
 
 class ExecutorError(BatchError):
@@ -62,25 +66,28 @@ class Dask:
 
     def __init__(self, address: str | None, workers: int) -> None:
         try:
+            import dask
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise ExecutorError(
                 f"--executor {address or DASK} needs Dask's distributed package, an optional extra: {INSTALL_DASK}"
             ) from exc
         self._cluster = None
-        try:
-            if address is None:
-                self._cluster = LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
-                    # no dashboard; the scheduler's HTTP server (health checks) on a free port
-                    dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                )
-                self._client = Client(self._cluster, set_as_default=False)
-            else:
-                self._client = Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            self._close_cluster()
-            raise ExecutorError(f"--executor {address or DASK}: cannot reach the Dask scheduler ({exc})") from exc
+        # (read as the scheduler, its streams and the client's are made: a worker that joins later keeps the default)
+        with dask.config.set({"distributed.admin.low-level-log-length": LOG_LENGTH}):
+            try:
+                if address is None:
+                    self._cluster = LocalCluster(
+                        n_workers=workers, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
+                        # no dashboard; the scheduler's HTTP server (health checks) on a free port
+                        dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                    )
+                    self._client = Client(self._cluster, set_as_default=False)
+                else:
+                    self._client = Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                self._close_cluster()
+                raise ExecutorError(f"--executor {address or DASK}: cannot reach the Dask scheduler ({exc})") from exc
         threads = {a: w["nthreads"] for a, w in self._client.scheduler_info(n_workers=-1)["workers"].items()}
         if not threads:
             self.close()

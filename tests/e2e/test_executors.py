@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import psutil
 import pytest
 from conftest import (
@@ -178,6 +179,22 @@ def test_a_worker_that_cannot_see_an_input_or_the_run_folder_is_refused_before_a
             executor.check(tmp_path / "gone", [tmp_path])
     finally:
         executor.close()
+
+
+def test_the_driver_keeps_a_short_log_of_the_messages_dask_sent():
+    # each message that submits a task holds its pickle: Dask's 1,000 kept per stream held about 23 KiB
+    # a task in the driver (its scheduler's streams to the workers, the client's to the scheduler)
+    default = dask.config.get("distributed.admin.low-level-log-length")
+    executor = executors.make("dask", 2, Stop())
+    try:
+        scheduler = executor._cluster.scheduler
+        streams = [executor._client.scheduler_comm, *scheduler.stream_comms.values()]
+        assert len(streams) == 3  # the client's, and one to each worker
+        assert {s.recent_message_log.maxlen for s in streams} == {executors.LOG_LENGTH}
+        assert scheduler.transition_log.maxlen == executors.LOG_LENGTH
+    finally:
+        executor.close()
+    assert executors.LOG_LENGTH < default == dask.config.get("distributed.admin.low-level-log-length")  # left as it was
 
 
 def test_without_dask_the_error_says_how_to_install_it(src, out, monkeypatch):
