@@ -1,5 +1,5 @@
 """What a re-run says and checks of the previous output's session groups: the groups whose
-sources it found (`present`), when each group's source was last read (`reads`, the state's and
+sources it found (`found_the_same`), when each group's source was last read (`reads`, the state's and
 `sessions.source_last_read_at`), the groups kept with their inputs (`kept`), the files whose earlier
 lines a conversion replaced (`replaced`), `--verify`'s digests (`unverified`), and what a run
 rebuilt from earlier outputs (`carried`)."""
@@ -7,7 +7,7 @@ rebuilt from earlier outputs (`carried`)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -34,31 +34,41 @@ def unverified(plan: reuse.Plan, units: list[Unit]) -> set[str]:
     return reuse.unverified(plan.reused, digests, plan.kept)
 
 
-def present(state: State | None) -> set[str] | None:
-    """The groups whose sources the run that wrote `state` found (None when it does not say)."""
+def found_the_same(state: State | None, owners: set[str]) -> bool:
+    """Whether the groups whose sources the run that wrote `state` found are `owners` (False when
+    there is no state): its reads compared in owner order, an entry at a time."""
     if state is None:
-        return None
-    return {o for o, r in state.reads.items() if isinstance(r, list) and len(r) == 2 and r[1] is True}
+        return False
+    wanted = iter(sorted(owners))
+    for owner, r in state.reads_by_owner():
+        if isinstance(r, list) and len(r) == 2 and r[1] is True and next(wanted, None) != owner:
+            return False
+    return next(wanted, None) is None
 
 
 def reads(
-    previous: State | None, current: dict, converting: set[str], kept: frozenset[str], read_at: str,
+    previous: State | None, current: Iterable[str], converting: set[str], kept: frozenset[str], read_at: str,
     carried: dict[str, str | None] | None = None,
-) -> dict[str, list]:
-    """Per group of the new output: [when its source was last read, whether this run found it].
-    A group converted now was read now; a reused or kept one keeps the time the state records
-    (None when an earlier state did not record it); one rebuilt from an earlier output (`carried`:
-    when that output's run last read it) is not found."""
-    before = previous.reads if previous else {}
-
-    def last(owner: str) -> str | None:
-        r = before.get(owner)
-        return r[0] if isinstance(r, list) and r and isinstance(r[0], str) else None
-
-    reads = {o: [read_at if o in converting else last(o), True] for o in current}
-    reads.update((o, [last(o), False]) for o in kept)
-    reads.update((o, [last(o) if at is None else at, False]) for o, at in (carried or {}).items())
-    return dict(sorted(reads.items()))
+) -> Iterator[tuple[str, list]]:
+    """Per group of the new output (`current`: the groups the inputs give), in owner order: [when its
+    source was last read, whether this run found it]. A group converted now was read now; a reused or
+    kept one keeps the time the state records (None when an earlier state did not record it); one
+    rebuilt from an earlier output (`carried`: when that output's run last read it) is not found. The
+    state's reads are merged in, an entry at a time (`State.reads_by_owner`)."""
+    carried = carried or {}
+    before = iter(previous.reads_by_owner() if previous else ())
+    earlier = next(before, None)
+    for owner in sorted({*current, *kept, *carried}):
+        while earlier is not None and earlier[0] < owner:
+            earlier = next(before, None)
+        r = earlier[1] if earlier is not None and earlier[0] == owner else None
+        last = r[0] if isinstance(r, list) and r and isinstance(r[0], str) else None
+        if owner in carried:
+            yield owner, [last if carried[owner] is None else carried[owner], False]
+        elif owner in kept:
+            yield owner, [last, False]
+        else:
+            yield owner, [read_at if owner in converting else last, True]
 
 
 def carried(archives: list, taken: dict, inputs: Iterable[dict], *, out: Path) -> dict:
@@ -91,10 +101,10 @@ def carried(archives: list, taken: dict, inputs: Iterable[dict], *, out: Path) -
     }
 
 
-def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
-    """The manifest's `kept`: each group whose source this run did not find, with the inputs it was
-    last read from (the manifest's `inputs` still list them) and when."""
-    gone = {o for o, (_, present) in reads.items() if not present}
+def kept(state_batches: Iterable[Batch], last_read: dict[str, str | None]) -> list[dict]:
+    """The manifest's `kept`: each group whose source this run did not find (`last_read`: when each
+    was last read), with the inputs it was last read from (the manifest's `inputs` still list them) and when."""
+    gone = set(last_read)
     owner_of = {
         name: o for b in state_batches for o in gone & b.groups.keys() for name, *_ in fingerprint_entries(b.groups[o])
     }
@@ -106,7 +116,7 @@ def kept(state_batches: list[Batch], reads: dict[str, list]) -> list[dict]:
             if i["path"] in owner_of:
                 paths.setdefault(owner_of[i["path"]], set()).add(i["path"])
     return [
-        {"session_key": o, "source_last_read_at": reads[o][0], "inputs": sorted(paths.get(o, ()))}
+        {"session_key": o, "source_last_read_at": last_read[o], "inputs": sorted(paths.get(o, ()))}
         for o in sorted(gone)
     ]
 

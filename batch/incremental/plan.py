@@ -177,7 +177,7 @@ def plan(
     imports_key = registry.run_key(found_all.imports)
     final_reused = (
         planned.complete and not fixing.damaged and previous.imports == imports_key
-        and history.present(previous) == set(owners_fp) - found_all.carried.keys()
+        and history.found_the_same(previous, set(owners_fp) - found_all.carried.keys())
     )
     previous_manifest = output.previous_manifest() if final_reused else None
     used = {b.part for b in [*planned.reused, *touched]} | {reuse.part_id(())}

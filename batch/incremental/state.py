@@ -137,6 +137,33 @@ class StoredRows(Mapping):
         return len(self._rows())
 
 
+class StoredReads:
+    """The previous state's `reads` (owner -> [last read at, found by its run]), read from the state
+    file an entry at a time by `items`, in the file's order, not held: its characters `start` to
+    `end` (`Stored`), `count` entries, `ordered` when their owners are in order (as `write` writes them).
+    Not a mapping: looking an owner up would read the file."""
+
+    __slots__ = ("path", "start", "end", "count", "ordered")
+
+    def __init__(self, path: Path, start: int, end: int, count: int, ordered: bool) -> None:
+        self.path, self.start, self.end, self.count, self.ordered = path, start, end, count, ordered
+
+    def items(self) -> Iterator[tuple[str, object]]:
+        try:
+            with open(self.path, encoding="utf-8", newline="") as fh:
+                fh.seek(self.start)
+                text = _Text(fh, self.start)
+                ended: list[int] = []
+                yield from _pairs(text, self.start, ended)
+        except (OSError, ValueError) as exc:
+            raise OutputError(f"{self.path} changed while this run read it: run it again") from exc
+        if ended != [self.end]:
+            raise OutputError(f"{self.path} changed while this run read it: run it again")
+
+    def __len__(self) -> int:
+        return self.count
+
+
 @dataclass(frozen=True)
 class Batch:
     """A batch of the output: its parts (`part-<part>.parquet` of the tables in `counts` and of the
@@ -216,7 +243,8 @@ class State:
     heads: Mapping[str, list] = field(default_factory=dict)  # discovery's heads of transcripts, by name
     event_heads: Mapping[str, list] = field(default_factory=dict)  # the same of Entire event files
     batches: tuple[Batch, ...] = ()
-    reads: Mapping[str, list] = field(default_factory=dict)  # owner -> [last read at, found by its run]
+    # owner -> [last read at, found by its run] (read from the file by `items`: `StoredReads`)
+    reads: Mapping[str, list] | StoredReads = field(default_factory=dict)
     tables: str | None = None  # `tables_digest` of the version that wrote it
 
     def owners(self) -> dict[str, Fingerprint]:
@@ -228,16 +256,23 @@ class State:
         recorded by a batch holding it: only those batches' entries are read)."""
         return {i["path"]: i.get("sha256") for b in self.batches if b.groups.keys() & owners for i in b.inputs}
 
+    def reads_by_owner(self) -> Iterable[tuple[str, object]]:
+        """The groups' reads (`reads`), in owner order: as the file lists them when it is in order."""
+        if isinstance(self.reads, StoredReads) and self.reads.ordered:
+            return self.reads.items()
+        return sorted(self.reads.items(), key=lambda item: item[0])
+
     def with_batches(self, batches: list[Batch] | tuple[Batch, ...]) -> State:
         return replace(self, batches=tuple(batches))
 
-    def to_json(self, *, batches: bool = True) -> dict:
-        """The state as its file holds it (`batches`: with each batch's entry, else an empty list)."""
+    def to_json(self, *, batches: bool = True, reads: bool = True) -> dict:
+        """The state as its file holds it (`batches`: with each batch's entry, else an empty list;
+        `reads`: with the groups' reads, else an empty mapping)."""
         return {
             "producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
             "run_key": self.run_key, "imports": self.imports, "heads": dict(self.heads),
             "event_heads": dict(self.event_heads), "batches": [b.to_json() for b in self.batches] if batches else [],
-            "reads": dict(self.reads),
+            "reads": dict(self.reads.items()) if reads else {},
         }
 
 
@@ -253,25 +288,23 @@ def read(out: Path) -> State | None:
         path = out.resolve() / STATE
         if path.is_symlink() or not path.is_file():
             return None
-        # the groups' names and read times as one object each (the reads repeat both)
-        owners: dict[str, str] = {}
-        times: dict[str, str] = {}
 
         def batch(entry: object, start: int, end: int) -> Batch:
             # (while every character read is ASCII, as `write` writes the file, offsets in characters are in bytes)
             where = Stored(path, start, end, entry.get("part")) if source.ascii and isinstance(entry, dict) else None
-            found = Batch.from_json(entry, where)
-            owners.update((o, o) for o in found.groups)
-            return found
-
-        def read_time(owner: str, r: object) -> tuple[str, object]:
-            if isinstance(r, list) and r and isinstance(r[0], str):
-                r = [times.setdefault(r[0], r[0]), *r[1:]]
-            return owners.get(owner, owner), r
+            return Batch.from_json(entry, where)
 
         with open(path, encoding="utf-8", newline="") as fh:
             source = _Text(fh)
-            value = _members(source, {"batches": batch}, {"heads": None, "event_heads": None, "reads": read_time})
+            # (the reads, an entry per group, are read again from the file when wanted: `StoredReads`)
+            value = _members(source, {"batches": batch}, {"heads": None, "event_heads": None}, {"reads"})
+        reads = value.get("reads")
+        if isinstance(reads, tuple) and source.ascii:  # (where the object is, its entries, whether in owner order)
+            reads = StoredReads(path, *reads)
+        elif isinstance(reads, tuple):  # (a file edited by hand: offsets in characters are not in bytes; held)
+            with open(path, encoding="utf-8", newline="") as fh:
+                reads = _members(_Text(fh), {"batches": lambda *_: None}, {"heads": None, "event_heads": None, "reads": None})
+            reads = reads.get("reads")
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop; ValueError: not JSON, or
         return None  # a batch not as this version writes it
     if value.get("producer") != {"name": PRODUCER, "version": VERSION} or value.get("layout") != STATE_LAYOUT:
@@ -287,7 +320,7 @@ def read(out: Path) -> State | None:
 
     return State(
         text("run_key"), text("imports"), mapping("heads"), mapping("event_heads"), tuple(value.get("batches", ())),
-        mapping("reads"), text("tables"),
+        reads if isinstance(reads, (dict, StoredReads)) else {}, text("tables"),
     )
 
 
@@ -299,8 +332,8 @@ class _Text:
     """The text of a file, read a slice at a time as it is parsed: what lies before `release`'s offset
     is let go of. Offsets are from the start of the file, in characters."""
 
-    def __init__(self, fh) -> None:
-        self.fh, self.text, self.base, self.ended = fh, "", 0, False
+    def __init__(self, fh, base: int = 0) -> None:  # (`base`: the file's offset `fh` is at)
+        self.fh, self.text, self.base, self.ended = fh, "", base, False
         self.ascii = True  # every character read so far is ASCII
         self.raw_decode = json.JSONDecoder().raw_decode
 
@@ -350,21 +383,16 @@ class _Text:
 
 def _members(
     text: _Text, arrays: dict[str, Callable[[object, int, int], object]],
-    objects: dict[str, Callable[[str, object], tuple[str, object]] | None],
+    objects: dict[str, Callable[[str, object], tuple[str, object]] | None], spans: set[str] = frozenset(),
 ) -> dict:
     """The members of the JSON object `text`: an array named in `arrays` as the list of what its
     function gives of each entry (the entry parsed, where it starts and ends in the text), an object
     named in `objects` as a dict of what its function gives of each member (key, value; the member
-    itself when None), each an entry at a time (`json.loads` of the whole text would hold every batch's
-    entry at once, about 2.7 KiB per input file). ValueError when `text` is not a JSON object, or
-    such an array member not an array."""
+    itself when None), an object named in `spans` as where it starts and ends, its count of members
+    and whether their keys are in order (each parsed, none held), each an entry at a time (`json.loads`
+    of the whole text would hold every batch's entry at once, about 2.7 KiB per input file).
+    ValueError when `text` is not a JSON object, or such an array member not an array."""
     found = {}
-
-    def expect(i: int, chars: str) -> str:
-        char = text.char(i)
-        if not char or char not in chars:
-            raise ValueError(f"not a JSON object as the state file holds it (at character {i})")
-        return char
 
     def items(i: int, close: str, item: Callable[[int], int]) -> int:
         """Each item of an object or array from `i` on, to its `close`; where it ends."""
@@ -374,7 +402,7 @@ def _members(
         while True:
             i = text.space(item(i))
             text.release(i)
-            if expect(i, "," + close) == close:
+            if _expect(text, i, "," + close) == close:
                 return i + 1
             i = text.space(i + 1)
 
@@ -385,55 +413,85 @@ def _members(
             return end
         return entry
 
-    def pair(i: int) -> tuple[str, int]:
-        """The key of an object's member at `i`, and where its value starts."""
-        key, i = text.decode(i)
-        if not isinstance(key, str):
-            raise ValueError("a key is not a string")
-        i = text.space(i)
-        expect(i, ":")
-        return key, text.space(i + 1)
-
-    def members(key: str, into: dict) -> Callable[[int], int]:
-        def member(i: int) -> int:
-            name, i = pair(i)
-            value, end = text.decode(i)
-            name, value = (name, value) if objects[key] is None else objects[key](name, value)
-            into[name] = value
-            return end
-        return member
-
     def member(i: int) -> int:
-        key, i = pair(i)
+        key, i = _pair(text, i)
         if key in arrays:
-            expect(i, "[")
+            _expect(text, i, "[")
             found[key] = []
             return items(i + 1, "]", entries(key, found[key]))
+        if key in spans and text.char(i) == "{":
+            ended, count, ordered, last = [], 0, True, None
+            for name, _ in _pairs(text, i, ended):
+                count, ordered, last = count + 1, ordered and (last is None or last < name), name
+            found[key] = (i, ended[0], count, ordered)
+            return ended[0]
         if key in objects and text.char(i) == "{":
-            found[key] = {}
-            return items(i + 1, "}", members(key, found[key]))
+            ended, into = [], {}
+            for name, value in _pairs(text, i, ended):
+                name, value = (name, value) if objects[key] is None else objects[key](name, value)
+                into[name] = value
+            found[key] = into
+            return ended[0]
         found[key], i = text.decode(i)
         return i
 
     i = text.space(0)
-    expect(i, "{")
+    _expect(text, i, "{")
     if text.char(text.space(items(i + 1, "}", member))):
         raise ValueError("extra data after the state file's object")
     return found
 
 
+def _expect(text: _Text, i: int, chars: str) -> str:
+    """The character at `i`, which must be one of `chars` (else ValueError)."""
+    char = text.char(i)
+    if not char or char not in chars:
+        raise ValueError(f"not a JSON object as the state file holds it (at character {i})")
+    return char
+
+
+def _pair(text: _Text, i: int) -> tuple[str, int]:
+    """The key of an object's member at `i`, and where its value starts."""
+    key, i = text.decode(i)
+    if not isinstance(key, str):
+        raise ValueError("a key is not a string")
+    i = text.space(i)
+    _expect(text, i, ":")
+    return key, text.space(i + 1)
+
+
+def _pairs(text: _Text, i: int, ended: list[int]) -> Iterator[tuple[str, object]]:
+    """Each member (key, value) of the JSON object whose `{` is at `i`, parsed an entry at a time;
+    where the object ends is appended to `ended` once it is read through."""
+    _expect(text, i, "{")
+    i = text.space(i + 1)
+    if text.char(i) != "}":
+        while True:
+            key, i = _pair(text, i)
+            value, i = text.decode(i)
+            yield key, value
+            i = text.space(i)
+            text.release(i)
+            if _expect(text, i, ",}") == "}":
+                break
+            i = text.space(i + 1)
+    ended.append(i + 1)
+
+
 def write(
     folder: Path, state: State, batches: Iterable[str] | None = None, heads: Iterable[tuple[str, list]] | None = None,
+    reads: Iterable[tuple[str, list]] | None = None,
 ) -> None:
     """Write `state` as the reuse state of the output folder `folder`: `json.dumps(state.to_json())`'s
     text, encoded a batch or a slice of a mapping at a time (whole, its pieces would take several
     times the file's size of memory, which the process keeps: docs/performance.md, "A cluster run, on
     paper"). `batches`: the batches' entries as their text (`BatchLog.texts`), in place of
-    `state.batches`; `heads`: the heads' entries (`FileTable.heads`), in place of `state.heads`."""
+    `state.batches`; `heads`: the heads' entries (`FileTable.heads`), in place of `state.heads`; `reads`: the groups' reads
+    (`history.reads`), in place of `state.reads`."""
     texts = (_batch_text(b) for b in state.batches) if batches is None else batches
     with open(folder / STATE, "w", encoding="utf-8") as fh:
         fh.write("{")
-        for i, (key, value) in enumerate(state.to_json(batches=False).items()):
+        for i, (key, value) in enumerate(state.to_json(batches=False, reads=False).items()):
             fh.write(("," if i else "") + _dumps(key) + ":")
             if key == "batches":
                 fh.write("[")
@@ -442,6 +500,8 @@ def write(
                 fh.write("]")
             elif key == "heads" and heads is not None:
                 _write_items(fh, heads)
+            elif key == "reads":
+                _write_items(fh, state.reads.items() if reads is None else reads)
             elif isinstance(value, dict):
                 _write_items(fh, value.items())
             else:

@@ -208,18 +208,30 @@ class SourceReads:
     groups: Path
 
     @staticmethod
-    def write(folder: Path, reads: dict[str, list], batches: Iterable) -> SourceReads:
-        """From each group's reads (`history.reads`) and the batches' state entries (the group of each
-        session among their inputs: `carving.session_owners`)."""
+    def write(folder: Path, reads: Iterable[tuple[str, list]]) -> SourceReads:
+        """From each group's reads (`history.reads`), a line at a time; the groups of the sessions
+        are written by `with_groups`."""
         folder.mkdir(parents=True, exist_ok=True)
         found = SourceReads(folder / "source_reads.jsonl", folder / "session_groups.jsonl")
         with open(found.reads, "w", encoding="utf-8") as fh:
-            for owner, (read_at, present) in reads.items():
+            for owner, (read_at, present) in reads:
                 fh.write(json.dumps({"owner": owner, "present": present, "read_at": read_at}) + "\n")
-        with open(found.groups, "w", encoding="utf-8") as fh:
+        return found
+
+    def items(self) -> Iterator[tuple[str, list]]:
+        """The reads as written (as the reuse state holds them: owner, [last read at, found by this run])."""
+        with open(self.reads, encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                yield r["owner"], [r["read_at"], r["present"]]
+
+    def with_groups(self, batches: Iterable) -> SourceReads:
+        """Write the group of each session among the batches' inputs (`carving.session_owners`), from
+        their state entries."""
+        with open(self.groups, "w", encoding="utf-8") as fh:
             for n, (key, owner) in enumerate(carving.session_owner_pairs(batches)):
                 fh.write(json.dumps({"n": n, "session_key": key, "owner": owner}) + "\n")
-        return found
+        return self
 
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
         """Read them as the tables `source_reads` and `session_groups`: a session's group is the first

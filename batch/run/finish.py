@@ -56,29 +56,32 @@ def settle(
     final.keep_run_rows(run_frames, as_written.run_rows(list(p.as_written), {i.repository for i in found_all.imports}))
     taken.count(final.write_source_parts(output, run_frames, reuse.part_id(())))
     inputs = final.WrittenInputs.write(output, (b.inputs for b in taken.batches))  # before they are sorted by part
-    reads = history.reads(
+    # each group's reads, written to the run folder a line at a time
+    reads = final.SourceReads.write(output.spill, history.reads(
         p.previous, p.owners_fp, converting - unconverted, p.plan.kept, read_at,
         {**{o: a.last_read.get(o) for o, a in found_all.carried.items()}, **{g.owner: g.last_read for g in p.as_written}},
-    )
+    ))
     taken.batches.sort()
     summary = reuse_summary(
         p.previous, p.plan, p.carved, converting, inputs.count, verify=verify,
         final_reused=p.final_reused, not_converted=not_converted, deltas=p.delta_summary,
     )
     reused = summary["final_stage"] == "reused"
+    # (the groups not found now: kept, or rebuilt from an earlier output)
+    gone = {} if reused else {owner: r[0] for owner, r in reads.items() if not r[1]}
     entries = {} if reused else {
-        "kept": history.kept(taken.batches, reads), "not_converted": not_converted, "replaced": list(p.replaced),
+        "kept": history.kept(taken.batches, gone), "not_converted": not_converted, "replaced": list(p.replaced),
         "as_written": as_written.manifest_entries(taken.batches),
     }
     if found_all.archives:
         entries["carried"] = history.carried(found_all.archives, found_all.carried, taken.inputs(), out=output.out)
     if p.repair.damaged:
         entries["damaged"] = p.repair.manifest()
-    write_state(output.tmp, State(p.key, p.imports_key, {}, found_all.event_heads, (), reads),
-                taken.batches.texts(), found_all.found.files.heads())
+    write_state(output.tmp, State(p.key, p.imports_key, {}, found_all.event_heads, ()),
+                taken.batches.texts(), found_all.found.files.heads(), reads.items())
     return Settled(
         inputs, taken.skipped, taken.counts, summary, found_all.imports, run_frames,
-        None if reused else final.SourceReads.write(output.spill, reads, taken.batches),
+        None if reused else reads.with_groups(taken.batches),
         taken.batches.parts_as_written(), entries, p.previous_manifest if reused else None,
         {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
     )

@@ -32,7 +32,9 @@ def test_a_sessions_group_is_the_first_its_inputs_give_else_its_own(tmp_path):
                {"path": "f3.jsonl"}], (), {}),
     ]
     reads = {"g1": ["2026-12-07T02:15:50.073666Z", True], "g2": [None, False], "g3": ["not a time", True]}
-    groups, read = _tables(SourceReads.write(tmp_path, reads, batches))
+    written = SourceReads.write(tmp_path, reads.items())
+    assert list(written.items()) == list(reads.items())  # as the reuse state holds them
+    groups, read = _tables(written.with_groups(batches))
     # s1: batch a's group (the first); g1: given as a session of g3 by an input, before its own;
     # s3: its input's file is of no group of its batch
     assert groups == [("g1", "g3"), ("g2", "g2"), ("g3", "g3"), ("s1", "g1"), ("s2", "g2")]
@@ -41,4 +43,4 @@ def test_a_sessions_group_is_the_first_its_inputs_give_else_its_own(tmp_path):
 
 
 def test_no_group_gives_empty_tables(tmp_path):
-    assert _tables(SourceReads.write(tmp_path / "spill", {}, [])) == ([], [])
+    assert _tables(SourceReads.write(tmp_path / "spill", []).with_groups([])) == ([], [])

@@ -30,7 +30,8 @@ def test_written_as_json_dumps_writes_it_and_read_back(tmp_path, n):
     text = (tmp_path / "_reuse.json").read_text(encoding="utf-8")
     assert text == json.dumps(state.to_json(), separators=(",", ":")) + "\n"
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert dict(back.reads.items()) == state.reads
     assert [list(b.inputs) for b in back.batches] == [[{"path": f"p/{i}.jsonl", "size": 10 + i, "note": "ä \"q\""}]
                                                        for i in range(n)]
 
@@ -87,7 +88,8 @@ def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only, ne
     text = json.dumps(state.to_json(), indent=2, ensure_ascii=ascii_only) + "\n\n"
     (tmp_path / "_reuse.json").write_bytes(text.replace("\n", newline).encode())
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert dict(back.reads.items()) == state.reads
     assert all(isinstance(b.inputs, st.StoredInputs) is ascii_only for b in back.batches)
     assert [list(b.inputs) for b in back.batches] == [list(b.inputs) for b in state.batches]
 
@@ -99,7 +101,8 @@ def test_read_a_few_characters_at_a_time_reads_the_same(tmp_path, monkeypatch, s
     (tmp_path / "_reuse.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
     monkeypatch.setattr(st, "_READ", size)
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads and back.reads == state.reads
+    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert dict(back.reads.items()) == state.reads
     assert [dict(b.rows) for b in back.batches] == [dict(b.rows) for b in state.batches]
     path = tmp_path / "_reuse.json"
     path.write_text(path.read_text(encoding="utf-8")[:-5], encoding="utf-8")  # truncated: not read
@@ -123,3 +126,35 @@ def test_a_state_file_not_as_written_is_not_read(tmp_path, damage):
     }[damage]
     path.write_text(text, encoding="utf-8")
     assert st.read(tmp_path) is None
+
+
+def test_the_reads_are_read_from_the_file_when_iterated_not_held(tmp_path):
+    reads = {f"g{i:04d}": ["2026-12-06T00:00:00.000000Z" if i % 3 else None, bool(i % 2)] for i in range(9000)}
+    st.write(tmp_path, State("key", None, {}, {}, (), reads, None))
+    back = st.read(tmp_path)
+    assert isinstance(back.reads, st.StoredReads) and back.reads.ordered and len(back.reads) == 9000
+    assert list(back.reads_by_owner()) == list(reads.items())  # in the file's order, which is the owners'
+    # written again from the file (an upgrade's state), the same text
+    again = tmp_path / "again"
+    again.mkdir()
+    st.write(again, back)
+    assert (again / "_reuse.json").read_text() == (tmp_path / "_reuse.json").read_text()
+    # the file changed under the run: said, not read as other reads
+    path = tmp_path / "_reuse.json"
+    path.write_text(path.read_text().replace('"g0003"', '"g0003x"'))
+    with pytest.raises(OutputError, match="changed while this run read it"):
+        list(back.reads_by_owner())
+
+
+def test_reads_out_of_owner_order_or_in_a_file_edited_by_hand_are_given_in_owner_order(tmp_path):
+    reads = {"b": ["t2", True], "a": ["t1", False], "c": [None, True]}
+    st.write(tmp_path, State("key", None, {}, {}, (), reads, None))
+    back = st.read(tmp_path)
+    assert isinstance(back.reads, st.StoredReads) and not back.reads.ordered
+    assert list(back.reads_by_owner()) == [("a", ["t1", False]), ("b", ["t2", True]), ("c", [None, True])]
+    # not ASCII (as `write` never writes it): offsets in characters are not in bytes, the reads are held
+    path = tmp_path / "_reuse.json"
+    path.write_text(path.read_text().replace('"b"', '"ä"'), encoding="utf-8")
+    back = st.read(tmp_path)
+    assert back.reads == {"ä": ["t2", True], "a": ["t1", False], "c": [None, True]}
+    assert [owner for owner, _ in back.reads_by_owner()] == ["a", "c", "ä"]
