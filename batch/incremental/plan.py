@@ -106,13 +106,14 @@ def plan(
     # batches holding them are converted again, their kept groups from the output's copy of their files
     fixing = repair.Repair(output.recorded_files() if previous else {})
     fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
-    if previous is not None:  # a fingerprint unchanged since the previous run: one text, the state's
-        before = previous.owners()
+    if previous is not None:  # a group unchanged since the previous run: one text of its fingerprint and
+        # of its owner, the state's (a fingerprint told when asked is told now, and held only when it is the state's)
+        before = {o: (o, fp) for b in previous.batches for o, fp in b.groups.items()}
         ours = [unit for unit in units if unit.owner in before]
-        # (one told when asked is told now, and held only when it is the state's)
         for unit, text in zip(ours, fingerprint_texts(u.fingerprint for u in ours)):
-            if text == before[unit.owner]:
-                unit.fingerprint = before[unit.owner]
+            owner, fp = before[unit.owner]
+            if text == fp:
+                unit.owner, unit.fingerprint = owner, fp
         del before
     owners_fp = reuse.fingerprints(units)
     if previous is not None and not prune and carry_gone_files(output, previous, found_all, owners_fp, fixing.damaged):

@@ -234,7 +234,7 @@ class _Grouping:
             # (its fingerprint, its files by name, size, modification time and sidecar digest, told
             # from its rows when the run compares or records it: `Rows.fingerprint_text`)
             self.units.append(((False, self.owner, ""), Unit(
-                self.owner, self.size, rows, label=self.owner, fingerprint=rows, newest=self.newest,
+                self.owner, self.size, rows, fingerprint=rows, newest=self.newest,  # (named by its owner)
             )))
         self.start, self.owner, self.count, self.size, self.newest = self.row, None, 0, 0, 0
 

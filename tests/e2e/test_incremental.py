@@ -20,9 +20,11 @@ import batch.pipeline
 import batch.output.folder
 import batch.output.manifest
 import batch.run.finalize
+import batch.run.schedule
 from batch.cli import _reuse_summary
 from batch.errors import OutputError
 from batch.schema.work import WORK_SCHEMAS
+from batch.sources.base import fingerprint_of
 from conftest import (
     assert_tables_equal,
     fault_env,
@@ -784,3 +786,26 @@ def test_a_delta_takes_the_rows_per_group_from_the_state(sample, tmp_path, monke
     assert len(entries) == 2 and all("rows" in e for e in entries)
     batch.convert([sample], out)
     assert assert_same_as_full(sample, out, tmp_path)["final_stage"] == "reused"
+
+
+def test_an_unchanged_group_holds_the_states_owner_and_fingerprint_not_copies(sample, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    batch.convert([sample], out)
+    changed = sample / VIEWER
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 1_000_000_000))
+    found = {}
+
+    def planned(output, p, found_all, taken, **kw):  # the plan as the tasks get it
+        groups = {o: (o, fp) for b in p.previous.batches for o, fp in b.groups.items()}
+        assert len(found_all.units) == len(groups) > 2
+        for unit in found_all.units:
+            owner, fp = groups[unit.owner]
+            # the changed group's fingerprint is told from its rows when asked, not the state's
+            found[unit.owner] = (unit.owner is owner, unit.fingerprint is fp, fingerprint_of(unit.fingerprint) == fp)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch.run.schedule, "run_plan", planned)
+    with pytest.raises(KeyboardInterrupt):
+        batch.convert([sample], out)
+    assert found.pop(changed.stem) == (False, False, False)  # a main session: its own group
+    assert set(found.values()) == {(True, True, True)}

@@ -111,6 +111,7 @@ def test_the_stream_a_file_is_read_as_is_the_refined_one(tmp_path):
     ) if session is None else s)
     table.add(plain, (None, None))
     table.add(Stream("p/y.jsonl", 6, "main", "y", "y", path="/p/y.jsonl", mtime_ns=2), (None, "y"))
+    # (a Claude Code group is named by its owner; a rollout by its file)
     assert [(u.owner, u.label, [s.producer_source for s in u.load().streams]) for u in table.units()] == [
-        ("y", "y", [CLAUDE_CODE]), ("thread", "p/x.jsonl", [CODEX]),
+        ("y", "", [CLAUDE_CODE]), ("thread", "p/x.jsonl", [CODEX]),
     ]
