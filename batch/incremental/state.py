@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -149,12 +150,12 @@ class StoredReads:
         self.path, self.start, self.end, self.count, self.ordered = path, start, end, count, ordered
 
     def items(self) -> Iterator[tuple[str, object]]:
+        ended: list[int] = []
         try:
-            with open(self.path, encoding="utf-8", newline="") as fh:
-                fh.seek(self.start)
-                text = _Text(fh, self.start)
-                ended: list[int] = []
-                yield from _pairs(text, self.start, ended)
+            with open(self.path, "rb") as raw:
+                raw.seek(self.start)
+                with io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh:
+                    yield from _pairs(_Text(fh, self.start), self.start, ended)
         except (OSError, ValueError) as exc:
             raise OutputError(f"{self.path} changed while this run read it: run it again") from exc
         if ended != [self.end]:
