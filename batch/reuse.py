@@ -33,11 +33,6 @@ def part_id(owners: list[str] | tuple[str, ...]) -> str:
     return hashlib.sha256("\n".join(sorted(set(owners))).encode()).hexdigest()[:16]
 
 
-def run_key(tool_result_files: set[str]) -> str:
-    """What every batch's conversion depends on beyond its own files: the persisted tool results present."""
-    return hashlib.sha256("\n".join(sorted(tool_result_files)).encode()).hexdigest()
-
-
 def fingerprints(units: list[Unit]) -> dict[str, str | Told | None]:
     """Each owner's fingerprint as the state stores it (`fingerprint_text`), or what tells it when
     asked (`fingerprint_of`); None when a unit of it has none. An owner of one unit shares its

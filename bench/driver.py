@@ -1,6 +1,7 @@
 """The RSS of the process that plans and finalizes a convert, after each of its steps.
 
     python bench/driver.py ARCHIVE [--executor dask|local|tcp://HOST:PORT] [--out OUTPUT] [--grown SHARE]
+                           [--tool-results N]
 
 Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this
 process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan (with
@@ -14,12 +15,15 @@ on a cluster (docs/performance.md, "A cluster run, on paper"). With `--out`, the
 OUTPUT instead: over an output there, a re-run (give it a copy: `cp -al` links the parts, which a run
 never changes in place). With `--grown SHARE`, a re-run after growth: a hard-linked copy of ARCHIVE is
 converted first (by the CLI, in a process of its own), SHARE of its main transcripts are grown by a
-line (bench/grow.py), and this process converts the copy again over that output.
+line (bench/grow.py), and this process converts the copy again over that output. With `--tool-results
+N`, a hard-linked copy of ARCHIVE holding N persisted tool results (`<sessionId>/tool-results/`
+files, spread over its main transcripts) is converted.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -55,6 +59,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="convert into this folder (a re-run over an output there)")
     parser.add_argument("--grown", type=float, metavar="SHARE",
                         help="a re-run after SHARE of the main transcripts of a copy of ARCHIVE grew by a line")
+    parser.add_argument("--tool-results", type=int, default=0, metavar="N",
+                        help="N persisted tool results added to a copy of ARCHIVE")
     args = parser.parse_args()
     seen = {"imports": status("VmRSS")}
     _after(registry, "discover", "discovery", seen)
@@ -71,16 +77,30 @@ def main() -> None:
     finalize.finalize = stage
     with tempfile.TemporaryDirectory() as tmp:
         archive, out, grown = args.archive, args.out or Path(tmp) / "out", ""
-        if args.grown:
+        if args.grown or args.tool_results:
             archive = Path(tmp) / "input" / args.archive.name  # the same folder name: tables name files by it
             shutil.copytree(args.archive, archive, copy_function=os.link)
+        if args.tool_results:
+            grown += f", {add_tool_results(archive, args.tool_results)} tool results"
+        if args.grown:
             subprocess.run([sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "-q"], check=True)
-            grown = f", {grow_sessions(archive, args.grown)} transcripts grown"
+            grown += f", {grow_sessions(archive, args.grown)} transcripts grown"
         reset_peak()
         result = batch.convert([archive], out, executor=args.executor, workers=2)
         seen["peak from the final stage on"] = status("VmHWM")
     print(f"{args.archive} ({result.inputs:,} files, {args.executor}{grown}): "
           + ", ".join(f"{k} {v} MiB" for k, v in seen.items()), flush=True)
+
+
+def add_tool_results(archive: Path, count: int) -> int:
+    """Write `count` small tool-results/ files beside the main transcripts of `archive`, in turn, named
+    as Claude Code names them (toolu_ and 24 characters)."""
+    mains = sorted(p for p in archive.glob("*/*.jsonl") if not p.name.startswith("agent-"))
+    for n in range(count):
+        folder = mains[n % len(mains)].with_suffix("") / "tool-results"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"toolu_01{hashlib.sha256(str(n).encode()).hexdigest()[:22]}.txt").write_text("output")
+    return count
 
 
 if __name__ == "__main__":  # a LocalCluster's workers import this module: nothing runs then

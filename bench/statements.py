@@ -98,7 +98,7 @@ def main() -> None:
         size += unit.size
     files = [s for s in loaded.streams if s.producer_source == converter.FORMAT]
     folder = tempfile.mkdtemp()
-    tool_results = found.found.tool_result_files
+    tool_results = found.tool_results
     # first what DuckDB holds as the statements after the fold start (the probe drops the tables)
     held: list[tuple[float, str]] = []
     statements = converter._statements
@@ -109,7 +109,7 @@ def main() -> None:
 
     converter._statements = probe
     try:
-        converter.convert(_connect(folder, args.threads), files, tool_result_files=tool_results, write=lambda *a: None)
+        converter.convert(_connect(folder, args.threads), files, tool_results=tool_results, write=lambda *a: None)
     except _Held:
         pass
     converter._statements = statements
@@ -120,7 +120,7 @@ def main() -> None:
     raw.execute("set profiling_output = $path", {"path": os.path.join(folder, "profile.json")})
     con = Profiled(raw, os.path.join(folder, "profile.json"))
     started = time.process_time()
-    converter.convert(con, files, tool_result_files=tool_results,
+    converter.convert(con, files, tool_results=tool_results,
                       write=lambda table, relation, restore: raw.sql(f'select * from "{relation}"').arrow())
     cpu = time.process_time() - started
     total, planning = sum(con.total.values()), sum(con.planning.values())

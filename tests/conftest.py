@@ -368,7 +368,7 @@ def convert_streams(files: list, **constants) -> tuple[dict[str, pl.DataFrame], 
             frame = con.sql(f'select * from "{relation}"').pl()
             tables[name] = frame if restore is None else restore(frame)
 
-        result = converter.convert(con, files, tool_result_files=set(), write=write)
+        result = converter.convert(con, files, write=write)
         con.close()
     return tables, result.inputs, result.skipped
 

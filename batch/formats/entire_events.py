@@ -31,6 +31,7 @@ from batch.formats.lines import read_lines
 from batch.schema.core import RECORDS, REJECTS, SESSION_EVENTS, SOURCE_LINES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.claude_code import NO_TOOL_RESULTS, ToolResults
 from batch.sources.events import EventFiles, find
 
 FORMAT = "entire-agent-events"
@@ -98,7 +99,7 @@ def _head_unchanged(seen: object, size: int, mtime_ns: int) -> bool:
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None
 ) -> Converted:
     """Map the event lines of each stream's session (one file may hold several sessions) into frames."""
     read = read_lines(streams, hasher)

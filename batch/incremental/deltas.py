@@ -25,7 +25,7 @@ from batch.incremental.state import Batch, State
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
-from batch.sources.claude_code import Discovery, head_unchanged, load_files
+from batch.sources.claude_code import Discovery, ToolResults, head_unchanged, load_files
 from batch.sources.files import fingerprint_texts
 from batch.output.folder import WORK
 from batch.output.parts import BatchFiles, conform
@@ -147,14 +147,14 @@ class DeltaTask:
     growing: dict[str, Growth]  # of its groups
     held: dict[tuple[str, bool], dict[str, int]]  # the previous batches' rows of its groups, by (table, work)
     run_folder: Path
-    tool_result_files: frozenset[str]
+    tool_results: ToolResults
 
     def run(self, stop: Stop) -> DeltaResult:
         """Convert the groups as they were and as they are, with every CPU of the machine (a delta runs
         alone), and write the delta's parts (`_write_delta`); a chunk that runs out of memory writes
         nothing and says so."""
         owners = sorted(self.order)
-        given = ("", set(self.tool_result_files), task.hasher(), 1, stop)
+        given = ("", self.tool_results, task.hasher(), 1, stop)
         try:
             with BatchFiles(self.run_folder, self.part) as files:
                 old, new = Captured(files.spill), Captured(files.spill)
@@ -183,7 +183,7 @@ class DeltaResult:
 
 def run_deltas(
     growing: dict[str, Growth], touched: list[Batch], splits: dict[str, list[Piece] | None],
-    tool_result_files: set[str], batch_bytes: int, used: set[str], shared: Shared, run_folder: Path, converting: int,
+    tool_results: ToolResults, batch_bytes: int, used: set[str], shared: Shared, run_folder: Path, converting: int,
 ) -> tuple[list[Batch], dict, dict, set[str]]:
     """Re-run the grown groups as deltas (`DeltaTask`, a chunk of them a task, on the run's executor
     `shared`, batch/run/executors.py, started for them and the `converting` groups converted after;
@@ -213,7 +213,7 @@ def run_deltas(
             reuse.unique_part(reuse.part_id([*owners, f"delta:{tag}"]), used), tuple(order),
             {o: growing[o] for o in order},
             {key: {o: n for o, n in rows.items() if o in order} for key, rows in held.items()},
-            run_folder, frozenset(tool_result_files),
+            run_folder, tool_results,
         ))
     dropped: dict = {None: set()}
     entries, fell_back, whole = [], {}, set()

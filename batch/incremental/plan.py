@@ -99,7 +99,7 @@ def plan(
     """Decide what the previous output gives: batches reused as they are, carved, or holding grown
     groups to re-run as deltas, and the units to convert."""
     found, units = found_all.found, found_all.units
-    key = reuse.run_key(found.tool_result_files)
+    key = found_all.tool_results.key
     # (before an output's copy is read to repair damaged parts below: its groups are all given)
     frozen = () if prune else tuple(as_written.find(found_all, set(previous.owners()) if previous else set()))
     # the previous output's part files that are not as its run wrote them (integrity.damaged): the
@@ -201,7 +201,7 @@ def take_previous(
     delta_batches, dropped, delta_summary, growing = [], {}, {}, p.growing
     if growing:
         delta_batches, dropped, delta_summary, whole = deltas.run_deltas(
-            growing, p.touched, p.splits, found.tool_result_files, batch_bytes, p.used, shared,
+            growing, p.touched, p.splits, found_all.tool_results, batch_bytes, p.used, shared,
             output.tmp, len(p.plan.units),
         )
         growing = {owner: g for owner, g in growing.items() if owner not in whole}

@@ -20,11 +20,12 @@ from batch.run.finalize import SOURCE_LOSSES
 from batch.run.memory import Stop, large_groups_message, largest_line
 from batch.sources import registry
 from batch.sources.base import Unit, batches, fingerprint_entries
+from batch.sources.claude_code import ToolResults
 from batch.sources.files import fingerprint_texts
 
 
 def run(
-    groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_result_files: set[str], used: set[str],
+    groups: list[list[Unit]], sizes: list[int], *, output: Output, tool_results: ToolResults, used: set[str],
     shared: executors.Shared, batch_bytes: int, stop: Stop, memory: int | None,
     done: Callable[[task.TaskResult, list[Unit]], None],
 ) -> list[tuple[list[Unit], str]]:
@@ -56,7 +57,7 @@ def run(
         def submit(group: list[Unit], alone: bool, max_line: int | None = None) -> Future[task.TaskResult]:
             part = reuse.unique_part(reuse.part_id([u.owner for u in group]), used)
             future = pool.submit(task.Task(
-                part, tuple(group), output.tmp, frozenset(tool_result_files), 1 if alone else pool.per_machine,
+                part, tuple(group), output.tmp, tool_results, 1 if alone else pool.per_machine,
                 memory, max_line,
             ))
             submitted[future] = group
@@ -164,7 +165,7 @@ def run_plan(
         converted(sum(u.size for u in units))
 
     lost = run(
-        groups, sizes, output=output, tool_result_files=found_all.found.tool_result_files, used=p.used,
+        groups, sizes, output=output, tool_results=found_all.tool_results, used=p.used,
         shared=shared, batch_bytes=batch_bytes, stop=stop, memory=memory, done=take,
     )
     not_converted = [declare_too_large(output, units, error, p.used, taken.skipped) for units, error in lost]

@@ -31,6 +31,7 @@ from batch.run.memory import Stop, connect
 from batch.schema import TABLES, TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import Loaded, Stream, Unit
+from batch.sources.claude_code import ToolResults
 from batch.sources.registry import FORMATS
 from batch.transforms import tail
 from batch.output.parts import WRITE_SLICE_BYTES, BatchFiles, PartWriter
@@ -43,7 +44,7 @@ class Task:
     part: str  # the name of its part files
     units: tuple[Unit, ...]
     run_folder: Path
-    tool_result_files: frozenset[str]
+    tool_results: ToolResults  # the tool-results/ files found (a file of the run folder)
     share: int = 1  # batches that share the CPUs of the machine it runs on (1: it has them all)
     memory: int | None = None  # DuckDB's memory limit (--memory-mb)
     max_line: int | None = None  # lines longer than this are rejected undecoded (a last retry)
@@ -57,7 +58,7 @@ class Task:
         try:
             with BatchFiles(self.run_folder, self.part) as files:
                 batch = convert_batch(
-                    list(self.units), files, self.part, set(self.tool_result_files), hasher(), self.share, stop,
+                    list(self.units), files, self.part, self.tool_results, hasher(), self.share, stop,
                     self.memory, self.max_line,
                 )
                 work = files.commit()
@@ -123,7 +124,7 @@ def run_pickled(payload: bytes) -> TaskResult:
 
 
 def convert_batch(
-    units: list[Unit], output, index: str, tool_result_files: set[str], hasher: Executor, workers: int,
+    units: list[Unit], output, index: str, tool_results: ToolResults, hasher: Executor, workers: int,
     stop: Stop, memory: int | None = None, max_line: int | None = None,
 ) -> Converted:
     """Convert a batch's units on a DuckDB connection of its own into `output` (`output.parts.BatchFiles`, or
@@ -133,11 +134,11 @@ def convert_batch(
     with connect(workers, spill=output.spill, memory=memory) as con, stop.watch(con), sql.holds():
         if max_line is not None:  # lines longer than this are rejected undecoded (formats/claude_code/converter.py)
             sql.set_max_line(con, max_line)
-        return convert_on(con, units, output, index, tool_result_files, hasher)
+        return convert_on(con, units, output, index, tool_results, hasher)
 
 
 def convert_on(
-    con: duckdb.DuckDBPyConnection, units: list[Unit], output, index: str, tool_result_files: set[str],
+    con: duckdb.DuckDBPyConnection, units: list[Unit], output, index: str, tool_results: ToolResults,
     hasher: Executor,
 ) -> Converted:
     """Load the batch's units, convert their streams with each format's converter, and write one part per
@@ -155,7 +156,7 @@ def convert_on(
         for name in sorted(by_format):
             # the Claude Code converter writes each of its tables from DuckDB as soon as it is done
             writes = {"write": partial(parts.add_relation, con)} if name == claude_code.FORMAT else {}
-            converted = FORMATS[name](con, by_format[name], tool_result_files=tool_result_files, hasher=hasher, **writes)
+            converted = FORMATS[name](con, by_format[name], tool_results=tool_results, hasher=hasher, **writes)
             # the statements are done: what the connection holds (registered frames, temporary tables and
             # the memory DuckDB keeps for reuse) is released before the frames are written
             sql.release(con)

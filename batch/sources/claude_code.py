@@ -8,6 +8,7 @@ inline `isSidechain` turns inside the main file (1.0.x) are split later, from th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -17,6 +18,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import duckdb
+
+from batch import sql
 from batch.errors import SourceError
 from batch.sources.base import COMPRESSED, Loaded, Stream, decompressed_size, open_file
 from batch.sources.files import FileTable
@@ -40,8 +44,43 @@ class Discovery:
     # heads an incremental run keeps in the reuse state (see `discover`'s `known`)
     files: FileTable = field(default_factory=FileTable)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    tool_result_files: set[str] = field(default_factory=set)  # names of files under tool-results/
+    # names of files under tool-results/, while discovering: then in a file (`ToolResults`)
+    tool_result_files: set[str] = field(default_factory=set)
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
+
+
+@dataclass(frozen=True)
+class ToolResults:
+    """The names of the tool-results/ files a run found, which its transcripts' persisted outputs
+    point to: a file of the run folder that each batch's DuckDB reads, not a set held by the run and
+    pickled into every task (docs/performance.md, "A cluster run, on paper"). JSON lines written a name
+    at a time: pyarrow's Parquet writer would keep memory in the process (decisions/022)."""
+
+    path: str | None  # None: none found
+    # what every batch's conversion depends on beyond its own files: the SHA-256 of the sorted names
+    key: str
+
+    @classmethod
+    def write(cls, folder: Path | None, names: set[str]) -> ToolResults:
+        """Hold `names` in `folder`/tool-results.jsonl (none when there are none)."""
+        ordered, key = sorted(names), hashlib.sha256()
+        for n, name in enumerate(ordered):  # (the names' lines joined)
+            key.update(f"\n{name}".encode() if n else name.encode())
+        if not ordered:
+            return cls(None, key.hexdigest())
+        path = folder / "tool-results.jsonl"
+        with path.open("w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps({"name": name}) + "\n" for name in ordered)
+        return cls(str(path), key.hexdigest())
+
+    def register(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
+        """Make the names readable as `name` (one column, `name`) on `con`."""
+        source = "(select ''::varchar as name where false)" if self.path is None else (
+            f"read_json({sql.quote(self.path)}, format = 'newline_delimited', columns = {{name: 'VARCHAR'}})")
+        con.execute(f"create or replace temp view {name} as select name from {source}")
+
+
+NO_TOOL_RESULTS = ToolResults.write(None, set())
 
 
 def default_source() -> Path:

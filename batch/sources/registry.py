@@ -24,7 +24,7 @@ from batch.sources import codex as codex_files
 from batch.schema.entire import TABLES as ENTIRE_TABLES
 from batch.sources.base import Unit
 from batch.sources.files import FileTable
-from batch.sources.claude_code import Discovery, default_source
+from batch.sources.claude_code import NO_TOOL_RESULTS, Discovery, ToolResults, default_source
 from batch.sources.claude_code import discover as discover_files
 from batch.sources.git import is_repository
 
@@ -47,6 +47,7 @@ class Inputs:
     event_heads: dict[str, list] = field(default_factory=dict)  # EventFiles.heads
     archives: list[archive.Archive] = field(default_factory=list)  # earlier outputs read
     carried: dict[str, archive.Archive] = field(default_factory=dict)  # owner -> the output its unit is rebuilt from
+    tool_results: ToolResults = NO_TOOL_RESULTS  # the names of the tool-results/ files found, in a file
 
 
 def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], events: list[Path] | tuple[Path, ...]
@@ -99,6 +100,9 @@ def discover(
         imports += carry_repositories(arch, {imp.repository for imp in imports})
     inputs = Inputs(found, all_units, imports, event_heads, archives)
     _carry(inputs)
+    # the tool-results/ names, once in the run folder for every task to read, are not held from here on
+    inputs.tool_results = ToolResults.write(files.folder, found.tool_result_files)
+    found.tool_result_files.clear()
     return inputs
 
 

@@ -776,7 +776,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
     # a batch's parts are named by its session groups: here one session per batch, in this order
     batch_of = {part_id([sid]): n for n, sid in enumerate(sids)}
 
-    def tracked(files, output, part, tool_result_files, hasher, workers, stop, *rest):
+    def tracked(files, output, part, tool_results, hasher, workers, stop, *rest):
         index = batch_of[part]
         with lock:
             overlaps[index] = set(running)
@@ -790,7 +790,7 @@ def test_a_session_larger_than_a_batch_is_converted_alone_after_a_warning(src, o
                 lock.wait_for(lambda: partner[index] in overlaps, timeout=60)
         threads[index] = workers
         try:
-            return real(files, output, part, tool_result_files, hasher, workers, stop, *rest)
+            return real(files, output, part, tool_results, hasher, workers, stop, *rest)
         finally:
             with lock:
                 running.discard(index)

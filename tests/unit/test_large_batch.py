@@ -63,7 +63,7 @@ def test_a_large_batch_limit_ends_with_its_release(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(converter, "LARGE_BATCH_BYTES", 0)
         patch.setattr(converter, "_statements", during)
-        converter.convert(con, [stream("session.jsonl", session)], tool_result_files=set(), write=lambda *args: None)
+        converter.convert(con, [stream("session.jsonl", session)], write=lambda *args: None)
     assert converter_limit and converter_limit[0] != default
     sql.flush(con)  # a flush keeps the limit
     assert con.sql("select current_setting('memory_limit')").fetchall()[0][0] == converter_limit[0]

@@ -58,3 +58,55 @@ def test_units_of_an_earlier_output_go_to_another_process():
         copy = pickle.loads(pickle.dumps(unit))
         assert (copy.owner, copy.size, copy.fingerprint) == (unit.owner, unit.size, unit.fingerprint)
         assert loaded(copy) == loaded(unit)
+
+
+def test_a_task_is_given_the_tool_results_file_not_the_names(tmp_path: Path):
+    import duckdb
+    import shutil
+
+    from batch.run.task import Task
+    from batch.sources import registry
+
+    archive = tmp_path / "projects"
+    shutil.copytree(SAMPLE / "-Users-demo-viewer", archive / "-Users-demo-viewer")
+    session = archive / "-Users-demo-viewer" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a" / "tool-results"
+    session.mkdir(parents=True)
+    names = [f"toolu_{n:05d}.txt" for n in range(2000)]
+    for name in names:
+        (session / name).write_text("output")
+    found = registry.discover([archive], [], combine=False, folder=tmp_path / "run")
+    # the key is the one earlier runs stored: the SHA-256 of the sorted names, a line each
+    assert found.tool_results.key == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    assert not found.found.tool_result_files  # not held once written
+    con = duckdb.connect()
+    found.tool_results.register(con, "names")
+    assert [r[0] for r in con.sql("select name from names order by name").fetchall()] == sorted(names)
+    # a task pickles the file's path, whatever the number of names
+    task = Task("p", tuple(found.units), tmp_path / "run", found.tool_results)
+    assert len(pickle.dumps(task)) < len(pickle.dumps(task.units)) + 1000
+    copy = pickle.loads(pickle.dumps(task))
+    assert copy.tool_results == found.tool_results
+
+
+def test_no_tool_results_read_as_none():
+    import duckdb
+
+    from batch.sources.claude_code import NO_TOOL_RESULTS
+
+    con = duckdb.connect()
+    NO_TOOL_RESULTS.register(con, "names")
+    assert con.sql("select count(*) from names").fetchall() == [(0,)]
+    assert NO_TOOL_RESULTS.key == hashlib.sha256(b"").hexdigest()
+
+
+def test_tool_results_names_of_any_characters_read_back_the_same(tmp_path: Path):
+    import duckdb
+
+    from batch.sources.claude_code import ToolResults
+
+    names = {"toolu_01.txt", "it's.txt", 'a "quoted", name.txt', "two\nlines.txt", "caf\u00e9 \\xff.txt", "{}"}
+    held = ToolResults.write(tmp_path, names)
+    assert held.key == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    con = duckdb.connect()
+    held.register(con, "names")
+    assert sorted(r[0] for r in con.sql("select name from names").fetchall()) == sorted(names)

@@ -39,6 +39,7 @@ from batch.formats.lines import LineChunks
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import CLAUDE_CODE, Stream
+from batch.sources.claude_code import NO_TOOL_RESULTS, ToolResults
 from batch.transforms.elide import Elided
 from batch.transforms.recover import OBJECT_SCHEMA, REJECT_SCHEMA, recover
 
@@ -67,7 +68,7 @@ _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None,
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None,
     write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None],
 ) -> Converted:
     """Convert the Claude Code streams of one batch into DuckDB relations of the output and work
@@ -77,7 +78,7 @@ def convert(
     # the batch's tables spill to the connection's temporary folder (in the run folder) beyond its memory limit
     Path(con.sql("select current_setting('temp_directory')").fetchall()[0][0]).mkdir(parents=True, exist_ok=True)
     reader = LineChunks(files, hasher)
-    sql.register(con, "batch_tool_result_files", pl.DataFrame({"name": sorted(tool_result_files)}, schema={"name": pl.String}))
+    tool_results.register(con, "batch_tool_result_files")
     files_frame = streams.streams_frame(files)
     sql.register(con, "batch_files", files_frame.with_columns(is_foreign=pl.lit(False)))
     # a large batch runs within a memory limit, beyond which its tables spill (sql.release resets it)

@@ -14,13 +14,14 @@ from batch.formats.lines import LINE_TOO_LONG, read_lines
 from batch.schema.plans import PLANS
 from batch.schema.workspace import FILE_CHANGES
 from batch.sources.base import Stream
+from batch.sources.claude_code import NO_TOOL_RESULTS, ToolResults
 from batch.sources.codex import FORMAT, rollout_id
 
 __all__ = ["FORMAT", "convert"]
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_result_files: set[str], hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None
 ) -> Converted:
     """Map every line of each rollout file (one stream per file) into frames."""
     read = read_lines(streams, hasher)
