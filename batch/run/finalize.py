@@ -296,8 +296,16 @@ def finalize(
             con.register(name, given[name].empty_table())
     sources_read.register(con)
     counts = {}
-    for name in steps:
+    # a table is dropped once written and read by every step that reads it: its memory (or its
+    # spill) goes to the steps after it; the manifest's relations are read after the steps
+    last = {dep: n for n, step in enumerate(steps) for dep in sql.reads(step)}
+    held: list[str] = []
+    for n, name in enumerate(steps):
+        for done in [t for t in held if last.get(t, -1) < n and t not in MANIFEST_RELATIONS]:
+            con.execute(f'drop table "{done}"')
+            held.remove(done)
         sql.within_limit(con, lambda name=name: sql.materialize(con, name))
+        held.append(name)
         if name in MANIFEST_RELATIONS:
             continue
         relation = name
@@ -338,7 +346,7 @@ def finalize(
         "'absent' as status, ['deleted_by_retention', 'not_copied', 'removed'] as possible_causes "
         f"from absent_files) to {sql.quote(str(absent))} (format json, array true)"
     )
-    for name in steps:  # written: their memory is the catalog's, which follows in the same DuckDB
+    for name in held:  # written: their memory is the catalog's, which follows in the same DuckDB
         con.execute(f'drop table "{name}"')
     return counts, unassigned, manifest_file.Span(absent, 0, absent.stat().st_size - 1), entire_losses
 
