@@ -38,7 +38,7 @@ class ConvertResult:
     rejected_lines: int
     foreign_files: int
     seconds: float
-    # manifest.json, its values that grow with the archive (`inputs`, `_meta`, `files`, `export_report`) as
+    # manifest.json, its values that grow with the archive (`inputs`, `skipped`, `_meta`, `files`, `export_report`) as
     # spans of the file (batch/output/manifest.py `Span.parse`)
     manifest: dict = field(repr=False)
 

@@ -19,6 +19,7 @@ from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
 from batch.sources.base import fingerprint_entries
 from batch.sources.files import fingerprint_texts
+from batch.sources.skipped import Skipped
 
 if TYPE_CHECKING:
     from batch.run.executors import Shared
@@ -231,7 +232,7 @@ def take_previous(
     if carvings:
         shared.pool(len(carvings) + len(planned.units))
     carved = [entry for entry in map(shared.run_alone, carvings) if entry is not None]
-    taken = Taken(list(found.skipped), BatchLog(output.spill / BATCHES))
+    taken = Taken(found.skipped, BatchLog(output.spill / BATCHES))
     for batch in planned.reused:  # (the parts of the final tables too: those of groups as written)
         output.reuse(batch.part, PART_TABLE_NAMES, list(WORK_SCHEMAS))
     for batch in as_written.write(output, list(p.as_written), p.used):
@@ -250,7 +251,7 @@ class Taken:
     """What the new output's batches hold, taken as each is reused, carved or converted: their
     state entries (with their inputs, spooled to the run folder), skipped paths and row counts."""
 
-    skipped: list[tuple[str, str]]
+    skipped: Skipped  # discovery's, with the batches' added
     batches: BatchLog  # in the order taken
     counts: dict[str, int] = field(default_factory=dict)
 

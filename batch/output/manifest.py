@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 1 << 20
-# the top-level values that grow with the archive: an entry per input file, unassigned fact, part
-# file, absent file (export_report.retention)
-GROWING = ("inputs", "_meta", "files", "export_report")
+# the top-level values that grow with the archive: an entry per input file, skipped path, unassigned
+# fact, part file, absent file (export_report.retention)
+GROWING = ("inputs", "skipped", "_meta", "files", "export_report")
 # a top-level key's line: a newline, two spaces, the key as a JSON string, a colon and a space
 _KEY = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 

@@ -28,6 +28,7 @@ from batch.schema.entire import GIT_OBJECTS, GIT_REFS
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import registry
 from batch.sources.entire import held
+from batch.sources.skipped import Skipped
 from batch.version import ARCHIVE_FORMAT, FORMAT_NAME, FORMAT_VERSION, PRODUCER, VERSION
 from batch.output import manifest as manifest_file
 from batch.output.folder import WORK, Output
@@ -40,8 +41,11 @@ SOURCE_TABLES = registry.RUN_TABLES
 FINAL_TABLE_NAMES = [t.name for t in TABLES if t.stage == "final"]
 
 
-def skipped_entries(skipped: list[tuple[str, str]]) -> list[dict]:
-    return [{"path": p, "reason": r} for p, r in sorted(skipped)]
+def skipped_entries(output: Output, skipped: Skipped) -> manifest_file.Span:
+    """The manifest's `skipped`, sorted by path, written to the run folder as its JSON text."""
+    output.spill.mkdir(exist_ok=True)
+    entries = (manifest_file.item_text({"path": p, "reason": r}) for p, r in skipped)
+    return manifest_file.write_array(output.spill / "skipped.json", entries, encoded=True)
 
 
 def _concat(schema: pa.Schema, frames: list[pl.DataFrame]) -> pl.DataFrame | pa.Table:
@@ -419,8 +423,9 @@ def _entries(rows: pa.RecordBatch) -> Iterator[tuple[str, str]]:
 
 
 def manifest(
+    output: Output,
     inputs: WrittenInputs,
-    skipped: list[tuple[str, str]],
+    skipped: Skipped,
     counts: dict[str, int],
     unassigned: manifest_file.Pieces,
     absent: manifest_file.Span,
@@ -437,7 +442,7 @@ def manifest(
         # version reads an output of this archive format or an earlier one
         "archive": {"format": ARCHIVE_FORMAT},
         "inputs": inputs.text,
-        "skipped": skipped_entries(skipped),
+        "skipped": skipped_entries(output, skipped),
         "tables": {t.name: counts.get(t.name, 0) for t in TABLES},
         "rejected_lines": rejected - inputs.foreign,
         "foreign_files": inputs.foreign,

@@ -19,6 +19,7 @@ from batch.output.folder import Output
 from batch.run import finalize as final
 from batch.run.memory import FINAL_MEMORY, connect
 from batch.sources import registry
+from batch.sources.skipped import Skipped
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Settled:
     the reuse state and the manifest's inputs are in the run folder."""
 
     inputs: final.WrittenInputs
-    skipped: list[tuple[str, str]]
+    skipped: Skipped
     counts: dict[str, int]
     summary: dict  # the manifest's `reuse`
     imports: list  # the Entire repositories read (`registry.Inputs.imports`)
@@ -98,7 +99,7 @@ def finish(output: Output, settled: Settled, *, memory: int | None, overrides: p
             output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
             output.reuse_catalog()  # its views and stored tables read the same files
             # (the inputs are those its batches recorded, as they were then)
-            manifest = {**s.previous_manifest, "inputs": s.inputs.text, "skipped": final.skipped_entries(s.skipped),
+            manifest = {**s.previous_manifest, "inputs": s.inputs.text, "skipped": final.skipped_entries(output, s.skipped),
                         "reuse": s.summary, "replaced": [], "not_converted": []}
         else:
             # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)
@@ -106,7 +107,7 @@ def finish(output: Output, settled: Settled, *, memory: int | None, overrides: p
             final_counts, unassigned, absent, source_losses = final.finalize(
                 db, output, s.run_frames, s.sources_read, s.as_written)
             counts = {k: s.counts.get(k, 0) + final_counts.get(k, 0) for k in s.counts.keys() | final_counts.keys()}
-            manifest = final.manifest(s.inputs, s.skipped, counts, unassigned, absent, s.imports, source_losses, s.summary)
+            manifest = final.manifest(output, s.inputs, s.skipped, counts, unassigned, absent, s.imports, source_losses, s.summary)
         for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
             manifest.pop(key, None)
         manifest.update(s.entries)

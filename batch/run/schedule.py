@@ -21,6 +21,7 @@ from batch.run.memory import Stop, large_groups_message, largest_line
 from batch.sources import registry
 from batch.sources.base import Unit, batches, fingerprint_entries
 from batch.sources.claude_code import ToolResults
+from batch.sources.skipped import Skipped
 from batch.sources.files import fingerprint_texts
 
 
@@ -104,7 +105,7 @@ def retries(failed: list[list[Unit]]) -> tuple[list[list[Unit]], list[list[Unit]
 
 
 def declare_too_large(
-    output: Output, units: list[Unit], error: str, used: set[str], skipped: list[tuple[str, str]]
+    output: Output, units: list[Unit], error: str, used: set[str], skipped: Skipped
 ) -> dict:
     """Declare a session group that ran out of memory even alone: a `losses` row (category
     `memory.session_not_converted`, written as a part of `_work/source_losses`), its files in the

@@ -24,6 +24,7 @@ from batch import sql
 from batch.errors import SourceError
 from batch.sources.base import COMPRESSED, Loaded, Stream, decompressed_size, open_file
 from batch.sources.files import FileTable
+from batch.sources.skipped import Skipped
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 AGENT_FILE_RE = re.compile(r"^agent-(.+)\.jsonl$")
@@ -43,10 +44,13 @@ class Discovery:
     # the transcripts, a row each with what its head said, held in files (`sources/files.py`); the
     # heads an incremental run keeps in the reuse state (see `discover`'s `known`)
     files: FileTable = field(default_factory=FileTable)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    skipped: Skipped = field(init=False)  # (path, why), in files beside the table's
     # names of files under tool-results/, while discovering: then in a file (`ToolResults`)
     tool_result_files: set[str] = field(default_factory=set)
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
+
+    def __post_init__(self) -> None:
+        self.skipped = Skipped(lambda: self.files.folder)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def test_both_forms_present_read_the_plain_one(sessions, tmp_path):
     compress(path, keep=True)
     manifest = batch.convert([sessions], tmp_path / "out").manifest
     shown = f"sessions/2026/02/23/{path.name}"
-    assert {"path": shown + ".zst", "reason": f"compressed copy of {shown}, which is read instead"} in manifest["skipped"]
+    assert {"path": shown + ".zst", "reason": f"compressed copy of {shown}, which is read instead"} in manifest["skipped"].parse()
     assert [i["path"] for i in manifest["inputs"].parse()].count(shown) == 1
 
 
@@ -105,7 +105,7 @@ def test_codex_temporary_files_are_skipped_with_a_reason(sessions, tmp_path):
     for name in names:
         shutil.copy(ROLLOUTS[0], folder / name)  # a temporary file may hold a whole rollout
     manifest = batch.convert([sessions], tmp_path / "out").manifest
-    skipped = {s["path"]: s["reason"] for s in manifest["skipped"]}
+    skipped = {s["path"]: s["reason"] for s in manifest["skipped"].parse()}
     for name in names:
         assert "Codex's temporary file" in skipped[f"sessions/2026/02/23/{name}"]
     assert len(manifest["inputs"].parse()) == len(ROLLOUTS)
@@ -117,7 +117,7 @@ def test_a_damaged_compressed_file_is_skipped_and_the_rest_converts(sessions, tm
     zst.write_bytes(zst.read_bytes()[: zst.stat().st_size // 2])  # truncated
     (paths[1].parent / "rollout-2026-02-23T00-00-00-notzstd.jsonl.zst").write_bytes(b"not zstd at all\n")
     manifest = batch.convert([sessions], tmp_path / "out").manifest
-    reasons = {s["path"].rsplit("/", 1)[1]: s["reason"] for s in manifest["skipped"]}
+    reasons = {s["path"].rsplit("/", 1)[1]: s["reason"] for s in manifest["skipped"].parse()}
     assert reasons[zst.name].startswith("cannot be read (damaged compressed file")
     assert reasons["rollout-2026-02-23T00-00-00-notzstd.jsonl.zst"].startswith("cannot be read (damaged compressed file")
     assert len(manifest["inputs"].parse()) == len(ROLLOUTS) - 1

@@ -357,7 +357,7 @@ def test_unreadable_files_and_folders_are_skipped_with_a_reason(tmp_path, monkey
     try:
         with readable_resources(monkeypatch, base / "resources"), unprivileged():
             manifest = batch.convert([src.parent], out).manifest
-        skipped = {s["path"]: s["reason"] for s in manifest["skipped"]}
+        skipped = {s["path"]: s["reason"] for s in manifest["skipped"].parse()}
         assert skipped == {
             "projects/proj/locked": "folder cannot be read (Permission denied)",
             "projects/proj/44444444-4444-4444-8444-444444444444.jsonl": "cannot be read (Permission denied)",
@@ -389,7 +389,7 @@ def test_links_loops_fifos_orphan_sidecars_and_odd_names_are_each_accounted_for(
         fh.write(json.dumps(user(uid(9), None, "odd", sid="55555555-5555-4555-8555-555555555555")).encode() + b"\n")
     result = batch.convert([src], out)
     manifest = result.manifest
-    assert {s["path"]: s["reason"] for s in manifest["skipped"]} == {
+    assert {s["path"]: s["reason"] for s in manifest["skipped"].parse()} == {
         "projects/elsewhere": "symbolic link loop: the same folder as projects/proj",  # real folders first
         "projects/proj/back": "symbolic link loop: the same folder as projects",
         "projects/proj/pipe.jsonl": "not a regular file",

@@ -48,7 +48,7 @@ def test_nested_files_are_named_and_read_by_their_place(tmp_path):
     assert sub.sidecar == '{"agentType":"x"}'
     top = by_name[f"projects/-proj/{main}.jsonl"]
     assert (top.stream_kind, top.session_id, Path(top.path).read_text()[:9]) == ("main", main, '{"type":"')
-    assert found.skipped == [("projects/-proj/notes.txt", "not a .jsonl file")]
+    assert list(found.skipped) == [("projects/-proj/notes.txt", "not a .jsonl file")]
 
 
 def test_a_folder_that_cannot_be_read_is_listed_by_its_shown_name(tmp_path, monkeypatch):
@@ -62,4 +62,4 @@ def test_a_folder_that_cannot_be_read_is_listed_by_its_shown_name(tmp_path, monk
 
     monkeypatch.setattr(claude_code.os, "walk", walk)
     found = claude_code.discover([root])
-    assert found.skipped == [("projects/proj/locked", "folder cannot be read (Permission denied)")]
+    assert list(found.skipped) == [("projects/proj/locked", "folder cannot be read (Permission denied)")]
