@@ -76,19 +76,19 @@ def main() -> None:
 
     finalize.finalize = stage
     with tempfile.TemporaryDirectory() as tmp:
-        archive, out, grown = args.archive, args.out or Path(tmp) / "out", ""
+        archive, out, made = args.archive, args.out or Path(tmp) / "out", ""
         if args.grown or args.tool_results:
             archive = Path(tmp) / "input" / args.archive.name  # the same folder name: tables name files by it
             shutil.copytree(args.archive, archive, copy_function=os.link)
         if args.tool_results:
-            grown += f", {add_tool_results(archive, args.tool_results)} tool results"
+            made += f", {add_tool_results(archive, args.tool_results)} tool results"
         if args.grown:
             subprocess.run([sys.executable, "-m", "batch", "convert", str(archive), "--out", str(out), "-q"], check=True)
-            grown += f", {grow_sessions(archive, args.grown)} transcripts grown"
+            made += f", {grow_sessions(archive, args.grown)} transcripts grown"
         reset_peak()
         result = batch.convert([archive], out, executor=args.executor, workers=2)
         seen["peak from the final stage on"] = status("VmHWM")
-    print(f"{args.archive} ({result.inputs:,} files, {args.executor}{grown}): "
+    print(f"{args.archive} ({result.inputs:,} files, {args.executor}{made}): "
           + ", ".join(f"{k} {v} MiB" for k, v in seen.items()), flush=True)
 
 

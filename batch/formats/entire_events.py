@@ -99,7 +99,8 @@ def _head_unchanged(seen: object, size: int, mtime_ns: int) -> bool:
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS,
+    hasher: Executor | None = None,
 ) -> Converted:
     """Map the event lines of each stream's session (one file may hold several sessions) into frames."""
     read = read_lines(streams, hasher)

@@ -68,7 +68,8 @@ _OBJECT_COLUMNS = "obj_idx, file_idx, line, sub, json"
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None,
+    con: duckdb.DuckDBPyConnection, files: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS,
+    hasher: Executor | None = None,
     write: Callable[[str, str, Callable[[pl.DataFrame], pl.DataFrame] | None], None],
 ) -> Converted:
     """Convert the Claude Code streams of one batch into DuckDB relations of the output and work

@@ -21,7 +21,8 @@ __all__ = ["FORMAT", "convert"]
 
 
 def convert(
-    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS, hasher: Executor | None = None
+    con: duckdb.DuckDBPyConnection, streams: list[Stream], *, tool_results: ToolResults = NO_TOOL_RESULTS,
+    hasher: Executor | None = None,
 ) -> Converted:
     """Map every line of each rollout file (one stream per file) into frames."""
     read = read_lines(streams, hasher)
