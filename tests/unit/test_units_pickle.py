@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import shutil
 from pathlib import Path
 
+import duckdb
 from conftest import FIXTURES, SAMPLE
 from entire_repos import build_scenario
 
 from batch.formats import entire_checkpoint
-from batch.sources.claude_code import discover
+from batch.run.task import Task
+from batch.sources import registry
 from batch.sources.base import fingerprint_of
+from batch.sources.claude_code import NO_TOOL_RESULTS, ToolResults, discover
 
 
 def loaded(unit) -> tuple:
@@ -61,12 +65,6 @@ def test_units_of_an_earlier_output_go_to_another_process():
 
 
 def test_a_task_is_given_the_tool_results_file_not_the_names(tmp_path: Path):
-    import duckdb
-    import shutil
-
-    from batch.run.task import Task
-    from batch.sources import registry
-
     archive = tmp_path / "projects"
     shutil.copytree(SAMPLE / "-Users-demo-viewer", archive / "-Users-demo-viewer")
     session = archive / "-Users-demo-viewer" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a" / "tool-results"
@@ -89,10 +87,6 @@ def test_a_task_is_given_the_tool_results_file_not_the_names(tmp_path: Path):
 
 
 def test_no_tool_results_read_as_none():
-    import duckdb
-
-    from batch.sources.claude_code import NO_TOOL_RESULTS
-
     con = duckdb.connect()
     NO_TOOL_RESULTS.register(con, "names")
     assert con.sql("select count(*) from names").fetchall() == [(0,)]
@@ -100,10 +94,6 @@ def test_no_tool_results_read_as_none():
 
 
 def test_tool_results_names_of_any_characters_read_back_the_same(tmp_path: Path):
-    import duckdb
-
-    from batch.sources.claude_code import ToolResults
-
     names = {"toolu_01.txt", "it's.txt", 'a "quoted", name.txt', "two\nlines.txt", "caf\u00e9 \\xff.txt", "{}"}
     held = ToolResults.write(tmp_path, names)
     assert held.key == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
