@@ -11,22 +11,14 @@ request_params as (
     group by inference_id
 ),
 
-copies as (
-    select inference_id, count(*) as observation_count
-    from observations
-    group by inference_id
-),
-
 final as (
     select
         o.* exclude (is_selected, line_count),
         -- a Codex token_count's last_token_usage is the completed response's usage, a token_usage_record's
         -- usage the response's as the API reported it, incomplete responses' included (no stop reason is written)
         o.stop_reason is not null or o.usage_source in ('token_count', 'token_usage_record') as usage_complete,
-        c.observation_count,
         rp.params,
     from observations as o
-    join copies as c using (inference_id)
     left join request_params as rp using (inference_id)
     where o.is_selected
 )
