@@ -62,7 +62,7 @@ def measure(archive: Path, steps: list[str] | None = None) -> str:
         result = real(con, output, *args, **kw)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         seen.update(wall=time.perf_counter() - t0, cpu=r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
-                    peak=max(status("VmHWM"), *peaks), work=work / (1 << 20))
+                    peak=max([status("VmHWM"), *peaks]), work=work / (1 << 20))
         return result
 
     finalize.finalize = timed
@@ -71,7 +71,7 @@ def measure(archive: Path, steps: list[str] | None = None) -> str:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             result = batch.convert([archive], Path(tmp) / "out")
-            seen["end"] = max(status("VmHWM"), *peaks)  # the peak since the stage began: it, the catalog, the commit
+            seen["end"] = max([status("VmHWM"), *peaks])  # the peak since the stage began: it, the catalog, the commit
     finally:
         finalize.finalize, sql.within_limit = real, real_within
     size = sum(f.stat().st_size for f in archive.rglob("*.jsonl")) / (1 << 20)
