@@ -1,23 +1,24 @@
 """The RSS of the process that plans and finalizes a convert, after each of its steps.
 
     python bench/driver.py ARCHIVE [--executor dask|local|tcp://HOST:PORT] [--out OUTPUT] [--grown SHARE]
-                           [--tool-results N]
+                           [--tool-results N] [--steps]
 
-Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this
-process into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan (with
-what it takes of a previous output: deltas, carving), the tasks and the settling of the run (the
-reuse state and the manifest's inputs written), each with its peak (`VmHWM`, reset after each step),
-before the final stage, and the peak from then to the end (the final stage, the catalog, the commit). With
+Converts the archive (a Claude Code projects folder, e.g. one bench/generate.py wrote) in this process
+into a temporary folder and prints the RSS (`VmRSS`, MiB) after discovery, the plan (with what it takes
+of a previous output: deltas, carving), the tasks and the settling of the run (the reuse state and the
+manifest's inputs written), each with its peak (`VmHWM`, reset after each step), before the final stage,
+the final stage's peak, and the peak from then to the end (the manifest, the catalog, the commit). With
 `--executor dask` (the default) the batches run in two worker processes of a LocalCluster, whose
 scheduler runs in this process too; with the address of a running scheduler (`dask scheduler`, its
-workers started with this checkout on their PYTHONPATH) the figures are those of the driver alone, as
-on a cluster (docs/performance.md, "A cluster run, on paper"). With `--out`, the run converts into
-OUTPUT instead: over an output there, a re-run (give it a copy: `cp -al` links the parts, which a run
-never changes in place). With `--grown SHARE`, a re-run after growth: a hard-linked copy of ARCHIVE is
-converted first (by the CLI, in a process of its own), SHARE of its main transcripts are grown by a
-line (bench/grow.py), and this process converts the copy again over that output. With `--tool-results
-N`, a hard-linked copy of ARCHIVE holding N persisted tool results (`<sessionId>/tool-results/`
-files, spread over its main transcripts) is converted.
+workers started with this checkout on their PYTHONPATH) the figures are those of the driver alone, as on
+a cluster (docs/performance.md, "A cluster run, on paper"). With `--out`, the run converts into OUTPUT
+instead: over an output there, a re-run (give it a copy: `cp -al` links the parts, which a run never
+changes in place). With `--grown SHARE`, a re-run after growth: a hard-linked copy of ARCHIVE is
+converted first (by the CLI, in a process of its own), SHARE of its main transcripts are grown by a line
+(bench/grow.py), and this process converts the copy again over that output. With `--tool-results N`, a
+hard-linked copy of ARCHIVE holding N persisted tool results (`<sessionId>/tool-results/` files, spread
+over its main transcripts) is converted. With `--steps`, also a line per statement of the final stage,
+as `bench/finalize.py --steps` prints them.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ import tempfile
 from pathlib import Path
 
 import batch
+from batch import sql
 from batch.incremental import plan as incremental
 from batch.run import finalize, finish, schedule
 from batch.sources import registry
 from grow import grow_sessions
+from finalize import measured_steps
 from rss import reset_peak, status
 
 
@@ -61,6 +64,7 @@ def main() -> None:
                         help="a re-run after SHARE of the main transcripts of a copy of ARCHIVE grew by a line")
     parser.add_argument("--tool-results", type=int, default=0, metavar="N",
                         help="N persisted tool results added to a copy of ARCHIVE")
+    parser.add_argument("--steps", action="store_true", help="a line per statement of the final stage")
     args = parser.parse_args()
     seen = {"imports": status("VmRSS")}
     _after(registry, "discover", "discovery", seen)
@@ -72,9 +76,15 @@ def main() -> None:
     def stage(*a, **kw):
         seen["before the final stage"] = status("VmRSS")
         reset_peak()
-        return real(*a, **kw)
+        result = real(*a, **kw)
+        seen["the final stage's peak"] = max([status("VmHWM"), *peaks])
+        reset_peak()
+        return result
 
     finalize.finalize = stage
+    lines, peaks = [], []  # the final stage's statements (`--steps`), each resetting the peak
+    if args.steps:
+        sql.within_limit = measured_steps(lines, peaks)
     with tempfile.TemporaryDirectory() as tmp:
         archive, out, made = args.archive, args.out or Path(tmp) / "out", ""
         if args.grown or args.tool_results:
@@ -87,9 +97,11 @@ def main() -> None:
             made += f", {grow_sessions(archive, args.grown)} transcripts grown"
         reset_peak()
         result = batch.convert([archive], out, executor=args.executor, workers=2)
-        seen["peak from the final stage on"] = status("VmHWM")
+        seen["the manifest's, the catalog's and the commit's"] = status("VmHWM")
     print(f"{args.archive} ({result.inputs:,} files, {args.executor}{made}): "
           + ", ".join(f"{k} {v} MiB" for k, v in seen.items()), flush=True)
+    if lines:
+        print("\n".join(lines), flush=True)
 
 
 def add_tool_results(archive: Path, count: int) -> int:

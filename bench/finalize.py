@@ -86,4 +86,5 @@ if __name__ == "__main__":
     for path in args:
         lines = [] if len(args) < len(sys.argv) - 1 else None
         print(measure(Path(path), lines), flush=True)
-        print("\n".join(lines or []), flush=True)
+        if lines:
+            print("\n".join(lines), flush=True)
