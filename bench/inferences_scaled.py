@@ -7,9 +7,9 @@ folder, keeping the tables the two steps read (`inference_candidates`, `lineage_
 `session_streams`, `request_contexts`). Then, for each K, it builds and writes `inference_observations`
 and `inferences` as the final stage does (sql/final/, one DuckDB of `FINAL_MEMORY`, spilling to the
 temporary folder) over K copies of those tables, their keys suffixed by the copy so that copies never
-meet: the rows of an archive K times as large, without converting one. Prints, per K and statement,
-its wall and CPU seconds, the RSS before it and its peak (`VmHWM`, reset before it); a statement that overruns the
-limit is reported, not run again without it as the final stage would.
+meet: the rows of an archive K times as large, without converting one. Prints, per K and statement, its
+wall and CPU seconds, the RSS before it and its peak (`VmHWM`, reset before it); a statement that
+overruns the limit is reported, not run again without it as the final stage would.
 """
 
 from __future__ import annotations
