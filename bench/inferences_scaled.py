@@ -5,11 +5,12 @@
 Converts ARCHIVE (a Claude Code projects folder, e.g. one bench/generate.py wrote) in a temporary
 folder, keeping the tables the two steps read (`inference_candidates`, `lineage_evidence`,
 `session_streams`, `request_contexts`). Then, for each K, it builds and writes `inference_observations`
-and `inferences` as the final stage does (sql/final/, one DuckDB of `FINAL_MEMORY`, spilling to the
-temporary folder) over K copies of those tables, their keys suffixed by the copy so that copies never
-meet: the rows of an archive K times as large, without converting one. Prints, per K and statement, its
-wall and CPU seconds, the RSS before it and its peak (`VmHWM`, reset before it); a statement that
-overruns the limit is reported, not run again without it as the final stage would.
+and `inferences` as the final stage does (with the steps toward them) (sql/final/, one DuckDB of
+`FINAL_MEMORY`, spilling to the temporary folder) over K copies of those tables, their keys suffixed by
+the copy so that copies never meet: the rows of an archive K times as large, without converting one.
+Prints, per K and statement, its wall and CPU seconds, the RSS before it and its peak (`VmHWM`, reset
+before it); a statement that overruns the limit is reported, not run again without it as the final stage
+would.
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ def measure(folder: Path, k: int) -> list[str]:
     con = connect(spill=spill, memory=FINAL_MEMORY)
     copies(con, folder, k)
     lines = []
-    for name in STEPS:
-        for label, statement in (
-            (f"build {name}", f'create temp table "{name}" as\n' + sql._statement(name)),
-            (f"write {name}", copy_statement(TABLES_BY_NAME[name], name, folder / f"{name}-{k}.parquet")),
-        ):
+    for name in sql.order(STEPS, given=READ):  # the steps toward them too, built and not written
+        statements = [(f"build {name}", f'create temp table "{name}" as\n' + sql._statement(name))]
+        if name in TABLES_BY_NAME:
+            statements.append(
+                (f"write {name}", copy_statement(TABLES_BY_NAME[name], name, folder / f"{name}-{k}.parquet")))
+        for label, statement in statements:
             before = status("VmRSS")
             reset_peak()
             wall, started = time.perf_counter(), cpu()

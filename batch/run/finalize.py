@@ -310,7 +310,7 @@ def finalize(
             held.remove(done)
         sql.within_limit(con, lambda name=name: sql.materialize(con, name))
         held.append(name)
-        if name in MANIFEST_RELATIONS:
+        if name in MANIFEST_RELATIONS or name not in TABLES_BY_NAME:  # (a step toward a table: read, not written)
             continue
         relation = name
         if name == "sessions":

@@ -74,7 +74,9 @@ def test_each_header_lists_its_reads_once_and_sorted(name):
 def test_the_final_stage_order_follows_the_headers():
     given = {t.name for t in TABLES if t.stage == "batch"} | set(WORK_SCHEMAS)
     steps = sql.order(["losses", "sessions", "inferences"], given=given)
-    assert set(steps) == {"inference_observations", "inferences", "lineage", "sessions", "losses"}
+    assert set(steps) == {
+        "inference_ranks", "inference_rows", "inference_observations", "inferences", "lineage", "sessions", "losses",
+    }
     for i, step in enumerate(steps):
         assert set(sql.reads(step)) <= given | set(steps[:i]), step
 
