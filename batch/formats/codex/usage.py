@@ -5,7 +5,7 @@ incomplete with usage (reference codex-format.md §14.4): the response's `usage`
 API's `response_id`. Where a file has such lines, each distinct `response_id` is one inference, its ID
 the `response_id` itself, as the Claude Code entry takes the provider's response ID (`message.id`) for
 the inference ID; a response whose record two files hold (a child that repeats its parent's record, a
-second copy of a file) is one inference, selected once across the output (sql/final/inference_observations.sql).
+second copy of a file) is one inference, selected once across the output (sql/final/inference_ranks.sql).
 The running sums (`turn_token_usage`, `thread_token_usage`) and a `compacted` line's
 `latest_token_usage_record` (an embedded copy) are never counted.
 

@@ -2,7 +2,7 @@
 -- response in one stream. Synthetic API-error lines are not inferences. Usage never comes from
 -- toolUseResult.usage, nor from agent_progress copies of a subagent whose transcript is present;
 -- a stream rebuilt from those copies says so in usage_source.
--- stream_ord orders a stream's candidates (inference_observations.sql breaks ties by it after
+-- stream_ord orders a stream's candidates (inference_ranks.sql breaks ties by it after
 -- session_key): the record's seq, its rank in its stream by first line, which orders them as
 -- the batch's line ordinal does but does not depend on the batch the stream is converted in,
 -- so a session group's rows are the same in any batch (a re-run's deltas keep them).
