@@ -5,7 +5,7 @@
 Converts ARCHIVE (a Claude Code projects folder, e.g. one bench/generate.py wrote) in a temporary
 folder, keeping the tables the two steps read (`inference_candidates`, `lineage_evidence`,
 `session_streams`, `request_contexts`). Then, for each K, it builds and writes `inference_observations`
-and `inferences` as the final stage does (with the steps toward them) (sql/final/, one DuckDB of
+and `inferences` as the final stage does, with the steps toward them (sql/final/, one DuckDB of
 `FINAL_MEMORY`, spilling to the temporary folder) over K copies of those tables, their keys suffixed by
 the copy so that copies never meet: the rows of an archive K times as large, without converting one.
 Prints, per K and statement, its wall and CPU seconds, the RSS before it and its peak (`VmHWM`, reset
