@@ -105,8 +105,8 @@ def plan(
     frozen = () if prune else tuple(as_written.find(found_all, set(previous.owners()) if previous else set()))
     # the previous output's part files that are not as its run wrote them (integrity.damaged): the
     # batches holding them are converted again, their kept groups from the output's copy of their files
-    fixing = repair.Repair(output.recorded_files() if previous else {})
-    fixing.damaged = integrity.damaged(output.out, fixing.recorded, verify=verify)
+    fixing = repair.Repair(output.recorded_files() if previous else None)
+    fixing.damaged = integrity.damaged(output.out, fixing.recorded or (), verify=verify)
     if previous is not None:  # a group unchanged since the previous run: one text of its fingerprint and
         # of its owner, the state's (a fingerprint told when asked is told now, and held only when it is the state's)
         before = {o: (o, fp) for b in previous.batches for o, fp in b.groups.items()}

@@ -10,7 +10,7 @@ a copy part damaged or missing leaves nothing to rebuild the group from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -28,11 +28,15 @@ LOSS = "archive.part_damaged"
 class Repair:
     """What a run does about the previous output's damaged part files."""
 
-    recorded: dict[str, list] = field(default_factory=dict)  # the previous output's part files: size, SHA-256
+    recorded: integrity.Recorded | None = None  # the previous output's part files: size, SHA-256
     damaged: set[str] = field(default_factory=set)  # part files (paths in the output) damaged or gone
     held: set[str] = field(default_factory=set)  # the groups of the batches holding them
     rebuilt: set[str] = field(default_factory=set)  # kept groups rebuilt from the output's copy
     lost: set[str] = field(default_factory=set)  # kept groups that no intact copy holds
+
+    def intact(self) -> integrity.Recorded | tuple:
+        """The previous output's part files as recorded, but those damaged."""
+        return () if self.recorded is None else replace(self.recorded, damaged=frozenset(self.damaged))
 
     def manifest(self) -> dict:
         """The manifest's `damaged`: the files, and what became of the groups they held."""

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -91,12 +92,11 @@ class Output:
         (batch/output/manifest.py)."""
         return manifest_file.read(self.out / MANIFEST, keep=manifest_file.GROWING)
 
-    def recorded_files(self) -> dict[str, list]:
+    def recorded_files(self) -> integrity.Recorded:
         """Each part file of the previous output as its run recorded it (the manifest's `files`: size and
-        SHA-256, batch/output/integrity.py); empty when there is none or it was written before manifests
-        recorded them."""
-        files = (manifest_keys(self.out, ("files",)) or {}).get("files")
-        return files if isinstance(files, dict) else {}
+        SHA-256, batch/output/integrity.py), read when iterated; none when there is none or it was
+        written before manifests recorded them."""
+        return integrity.Recorded(self.out)
 
     def parts(self, part: str, tables: list[str], *, work: bool = False, previous: bool = False) -> list[str]:
         """The tables among `tables` that have a part named `part`, in this run's folder or the previous output."""
@@ -177,7 +177,7 @@ class Output:
         manifest_file.write(self.tmp / MANIFEST, manifest)
 
     def commit(
-        self, manifest: dict | None = None, known: dict[str, list] | None = None, *,
+        self, manifest: dict | None = None, known: Iterable[tuple[str, list]] = (), *,
         overrides: pl.DataFrame | None = None, db: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
         """Drop intermediates, fill empty tables, write `manifest` with every part file's size and
@@ -197,7 +197,9 @@ class Output:
             if not self.has(table.name):
                 self.write(table, table.schema.empty_table())
         if manifest is not None:
-            self.write_manifest({**manifest, "files": integrity.seal(self.tmp, self.out, known or {})})
+            self.spill.mkdir(exist_ok=True)
+            files = manifest_file.write_object(self.spill / "files.json", integrity.seal(self.tmp, self.out, known))
+            self.write_manifest({**manifest, "files": files})
         if overrides is not None or not self._catalog_reused:
             write_catalog(self.tmp, self.out, overrides=overrides, db=db)
         # the work tables stay: an incremental run reads those of the batches it reuses

@@ -12,9 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from batch.output.layout import PART_RE, WORK
+from batch.output import manifest as manifest_file
+from batch.output.layout import MANIFEST, PART_RE, WORK
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The part files the manifest of the output `out` records (`files`), [size, SHA-256] each by its
+    path there, read from the file a file at a time when iterated (they grow with the archive: about
+    9 KiB a batch), but those of `damaged`; none when it records none or cannot be read."""
+
+    out: Path
+    damaged: frozenset[str] = frozenset()
+
+    def __iter__(self) -> Iterator[tuple[str, list]]:
+        try:
+            for rel, entry in manifest_file.items(self.out / MANIFEST, "files"):
+                if _is_entry(entry) and rel not in self.damaged:
+                    yield rel, entry
+        except (OSError, ValueError):  # a manifest edited or damaged since it was found ours: what was read
+            return
 
 
 def part_paths(part: str, tables: list[str], work_tables: list[str]) -> set[str]:
@@ -22,18 +43,36 @@ def part_paths(part: str, tables: list[str], work_tables: list[str]) -> set[str]
     return {f"{t}/part-{part}.parquet" for t in tables} | {f"{WORK}/{t}/part-{part}.parquet" for t in work_tables}
 
 
-def seal(folder: Path, previous: Path, known: dict[str, list]) -> dict[str, list]:
-    """Each part file of the output folder `folder` by its path there: [size, SHA-256]. A file that is
-    the previous output's file of the same path (`previous`: a part hard-linked from it, found intact)
-    keeps the digest `known` records for it; the others are read."""
-    files = {}
-    for path in sorted([*folder.glob("*/part-*.parquet"), *folder.glob(f"{WORK}/*/part-*.parquet")]):
-        if not PART_RE.match(path.name) or path.is_symlink():
-            continue
-        rel = path.relative_to(folder).as_posix()
-        stat, recorded = path.stat(), known.get(rel)
-        files[rel] = recorded if _is_entry(recorded) and _same(stat, previous / rel) else [stat.st_size, _sha256(path)]
-    return files
+def seal(folder: Path, previous: Path, known: Iterable[tuple[str, list]]) -> Iterator[tuple[str, list]]:
+    """Each part file of the output folder `folder` by its path there, in the order of the paths' parts:
+    [size, SHA-256]. A file that is the previous output's file of the same path (`previous`: a part
+    hard-linked from it, found intact) keeps the digest `known` records for it (read alongside: in the
+    same order, as a run records them; one out of order is read again); the others are read."""
+    recorded = iter(known)
+    held = next(recorded, None)
+    for rel, path in _part_files(folder):
+        while held is not None and held[0].split("/") < rel.split("/"):
+            held = next(recorded, None)
+        stat = path.stat()
+        if held is not None and held[0] == rel and _is_entry(held[1]) and _same(stat, previous / rel):
+            yield rel, held[1]
+        else:
+            yield rel, [stat.st_size, _sha256(path)]
+
+
+def _part_files(folder: Path) -> Iterator[tuple[str, Path]]:
+    """The part files of the output folder `folder` and of its work tables, by their path there, in
+    the order of the paths' parts (as `sorted` orders paths), a folder's names at a time."""
+    for table in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for path in sorted(table.iterdir()):
+            if table.name == WORK and path.is_dir():
+                yield from ((p.relative_to(folder).as_posix(), p) for p in sorted(path.iterdir()) if _is_part(p))
+            elif _is_part(path):
+                yield path.relative_to(folder).as_posix(), path
+
+
+def _is_part(path: Path) -> bool:
+    return bool(PART_RE.match(path.name)) and not path.is_symlink()
 
 
 def _same(stat: os.stat_result, other: Path) -> bool:
@@ -45,11 +84,11 @@ def _same(stat: os.stat_result, other: Path) -> bool:
     return (theirs.st_dev, theirs.st_ino) == (stat.st_dev, stat.st_ino)
 
 
-def damaged(out: Path, recorded: dict[str, list], *, verify: bool) -> set[str]:
+def damaged(out: Path, recorded: Iterable[tuple[str, list]], *, verify: bool) -> set[str]:
     """The files `recorded` (an earlier run's `seal`) that the output `out` no longer holds as they
     were: missing, of another size, or (`verify`) of another SHA-256."""
     found = set()
-    for rel, entry in recorded.items():
+    for rel, entry in recorded:
         if not _is_entry(entry):
             continue
         path = out / rel

@@ -16,7 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,8 @@ CHUNK = 1 << 20
 GROWING = ("inputs", "skipped", "_meta", "files", "export_report")
 # a top-level key's line: a newline, two spaces, the key as a JSON string, a colon and a space
 _KEY = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
+_SPACE = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,83 @@ def read_keys(path: Path, keys: tuple[str, ...]) -> dict:
     return {key: spans[key].parse() for key in keys if key in spans}
 
 
+def items(path: Path, key: str) -> Iterator[tuple[str, object]]:
+    """The items of the top-level object `key` of the manifest `path`, each parsed as it is read, a
+    chunk of the file at a time (the part files: an entry per file); none when it has no such key or
+    its value is not an object. ValueError when it is not JSON."""
+    spans = index(path)
+    if spans is None:  # not laid out as `write` lays it out: parsed whole
+        value = read_keys(path, (key,)).get(key)
+        yield from value.items() if isinstance(value, dict) else ()
+    elif key in spans:
+        with spans[key].path.open("rb") as fh:
+            yield from _Reader(fh, spans[key]).items()
+
+
+class _Reader:
+    """The JSON text of a span, decoded a chunk at a time; what is parsed is dropped."""
+
+    def __init__(self, fh, span: Span) -> None:
+        fh.seek(span.start)
+        self.fh, self.path, self.left = fh, span.path, span.end - span.start
+        self.text, self.pos = "", 0
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+
+    def items(self) -> Iterator[tuple[str, object]]:
+        if self._char() != "{":
+            return
+        if self._char(peek=True) == "}":
+            return
+        while True:
+            key = self._value()
+            if not isinstance(key, str):
+                raise ValueError(f"{self.path}: an object's key is not a string")
+            if self._char() != ":":
+                raise ValueError(f"{self.path}: no colon after an object's key")
+            yield key, self._value()
+            after = self._char()
+            if after == "}":
+                return
+            if after != ",":
+                raise ValueError(f"{self.path}: no comma between an object's items")
+
+    def _more(self) -> bool:
+        if self.left <= 0:
+            return False
+        data = self.fh.read(min(CHUNK, self.left))
+        if not data:
+            raise ValueError(f"{self.path} is shorter than when it was read")
+        self.left -= len(data)
+        self.text = self.text[self.pos:] + self.utf8.decode(data, final=self.left <= 0)
+        self.pos = 0
+        return True
+
+    def _char(self, *, peek: bool = False) -> str:
+        """The next character that is not white space, read (`peek`: left to read); "" at the end."""
+        while True:
+            self.pos = _SPACE.match(self.text, self.pos).end()
+            if self.pos < len(self.text):
+                char = self.text[self.pos]
+                self.pos += 0 if peek else 1
+                return char
+            if not self._more():
+                return ""
+
+    def _value(self) -> object:
+        """The next JSON value, read on until it is whole (a number at the chunk's end may go on)."""
+        while True:
+            self.pos = _SPACE.match(self.text, self.pos).end()
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.pos)
+                if end < len(self.text) or self.left <= 0:
+                    self.pos = end
+                    return value
+            except json.JSONDecodeError:
+                if self.left <= 0:
+                    raise
+            self._more()
+
+
 def write(path: Path, manifest: dict) -> None:
     """Write `manifest` as `json.dump(manifest, indent=2)` would, its values encoded as they are
     written and its spans and pieces copied: nothing of it is held whole as text."""
@@ -183,4 +262,16 @@ def write_array(path: Path, items: Iterable[str], *, encoded: bool = False) -> S
         for n, text in enumerate(items, 1):
             fh.write(("," if n > 1 else "") + "\n    " + (text if encoded else item_text(json.loads(text))))
         fh.write("\n  ]" if n else "]")
+    return Span(path, 0, path.stat().st_size)
+
+
+def write_object(path: Path, items: Iterable[tuple[str, object]]) -> Span:
+    """Write the JSON object of `items` (key, value) to the file `path` as `write` writes a top-level
+    value, an item at a time, and return its span (the part files, an entry each)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("{")
+        n = 0
+        for n, (key, value) in enumerate(items, 1):
+            fh.write(("," if n > 1 else "") + "\n    " + json.dumps(key) + ": " + item_text(value))
+        fh.write("\n  }" if n else "}")
     return Span(path, 0, path.stat().st_size)

@@ -5,6 +5,7 @@ catalog, and swaps the output in (docs/architecture.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ class Settled:
     as_written: frozenset[str]  # the parts of sessions as an earlier version wrote them
     entries: dict  # the manifest's lists known before the final stage (kept, not_converted, ...)
     previous_manifest: dict | None  # the previous output's, when its final stage is reused
-    known: dict[str, list]  # the previous output's part files taken intact, with their size and SHA-256
+    known: Iterable[tuple[str, list]]  # the previous output's part files taken intact, with their size and SHA-256
 
 
 def settle(
@@ -84,7 +85,7 @@ def settle(
         inputs, taken.skipped, taken.counts, summary, found_all.imports, run_frames,
         None if reused else reads.with_groups(taken.batches),
         taken.batches.parts_as_written(), entries, p.previous_manifest if reused else None,
-        {k: v for k, v in p.repair.recorded.items() if k not in p.repair.damaged},
+        p.repair.intact(),
     )
 
 

@@ -92,6 +92,38 @@ def test_an_array_written_apart_is_spliced_as_json_dump_writes_it(tmp_path, coun
     assert span.parse() == inputs
 
 
+FILES = {
+    **{f"records/part-{i:05d}.parquet": [10 ** (i % 13), "0123456789abcdef" * 4] for i in range(30)},
+    "_work/t/part-00001.parquet": [7, None],
+    "sessions/part-ä𝄞 \"q\".parquet": [123456789012, "x"],
+}
+
+
+@pytest.mark.parametrize("count", [0, 1, 32], ids=["none", "one", "many"])
+def test_an_object_written_apart_is_spliced_as_json_dump_writes_it_and_read_an_item_at_a_time(tmp_path, chunk, count):
+    """The part files' record: written an entry at a time, read back an entry at a time across chunks
+    (numbers split by a chunk's end read whole), the same as parsing the manifest whole."""
+    files = dict(list(FILES.items())[:count])
+    span = mf.write_object(tmp_path / "files.json", files.items())
+    path = tmp_path / "manifest.json"
+    mf.write(path, {**MANIFEST, "files": span})
+    assert path.read_text(encoding="utf-8") == json.dumps({**MANIFEST, "files": files}, indent=2) + "\n"
+    assert list(mf.items(path, "files")) == list(files.items())
+    assert list(mf.items(path, "tables")) == list(MANIFEST["tables"].items())
+    assert list(mf.items(path, "inputs")) == [] and list(mf.items(path, "missing")) == []
+    path.write_text(json.dumps({**MANIFEST, "files": files}), encoding="utf-8")  # one line: parsed whole
+    assert list(mf.items(path, "files")) == list(files.items())
+
+
+def test_an_object_that_is_not_json_is_an_error_when_its_item_is_read(tmp_path, chunk):
+    path = tmp_path / "manifest.json"
+    path.write_text('{\n  "format": 1,\n  "files": {\n    "a": [1, "x"],\n    "b" [2]\n  }\n}\n', encoding="utf-8")
+    items = mf.items(path, "files")
+    assert next(items) == ("a", [1, "x"])
+    with pytest.raises(ValueError):
+        next(items)
+
+
 def test_the_runs_inputs_are_written_sorted_by_path_with_their_summary(tmp_path):
     """WrittenInputs reads the batches' entries as columns; what it writes and says of them is what a
     plain reading of the entries gives: a stable sort by path, the bytes, the foreign files, the versions."""
