@@ -50,29 +50,38 @@ def seal(folder: Path, previous: Path, known: Iterable[tuple[str, list]]) -> Ite
     same order, as a run records them; one out of order is read again); the others are read."""
     recorded = iter(known)
     held = next(recorded, None)
-    for rel, path in _part_files(folder):
+    for rel, entry in _part_files(folder):
         while held is not None and held[0].split("/") < rel.split("/"):
             held = next(recorded, None)
-        stat = path.stat()
+        stat = entry.stat()
         if held is not None and held[0] == rel and _is_entry(held[1]) and _same(stat, previous / rel):
             yield rel, held[1]
         else:
-            yield rel, [stat.st_size, _sha256(path)]
+            yield rel, [stat.st_size, _sha256(Path(entry.path))]
 
 
-def _part_files(folder: Path) -> Iterator[tuple[str, Path]]:
+def _part_files(folder: Path) -> Iterator[tuple[str, os.DirEntry]]:
     """The part files of the output folder `folder` and of its work tables, by their path there, in
     the order of the paths' parts (as `sorted` orders paths), a folder's names at a time."""
-    for table in sorted(p for p in folder.iterdir() if p.is_dir()):
-        for path in sorted(table.iterdir()):
-            if table.name == WORK and path.is_dir():
-                yield from ((p.relative_to(folder).as_posix(), p) for p in sorted(path.iterdir()) if _is_part(p))
-            elif _is_part(path):
-                yield path.relative_to(folder).as_posix(), path
+    for table in _sorted_entries(folder):
+        if not table.is_dir():
+            continue
+        for entry in _sorted_entries(table.path):
+            if table.name == WORK and entry.is_dir():
+                for part in _sorted_entries(entry.path):
+                    if _is_part(part):
+                        yield f"{WORK}/{entry.name}/{part.name}", part
+            elif _is_part(entry):
+                yield f"{table.name}/{entry.name}", entry
 
 
-def _is_part(path: Path) -> bool:
-    return bool(PART_RE.match(path.name)) and not path.is_symlink()
+def _sorted_entries(folder: str | Path) -> list[os.DirEntry]:
+    with os.scandir(folder) as entries:
+        return sorted(entries, key=lambda e: e.name)
+
+
+def _is_part(entry: os.DirEntry) -> bool:
+    return bool(PART_RE.match(entry.name)) and not entry.is_symlink()
 
 
 def _same(stat: os.stat_result, other: Path) -> bool:
