@@ -13,12 +13,15 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
+import pyarrow as pa
 
 from batch import sql
 from batch.errors import SourceError
@@ -35,6 +38,8 @@ BOM = b"\xef\xbb\xbf"
 # Codex's temporary files beside its rollouts: the compressor's and the decompressor's (codex-format.md §14.2)
 CODEX_TEMPORARY_RE = re.compile(r"^rollout-.*\.tmp$")
 CODEX_TEMPORARY = "Codex's temporary file (a rollout being compressed or decompressed), not a transcript"
+WALK_SLICE = 1024  # a walk's entries held before they are written to its spool (about 0.5 MB)
+WALK_MEMORY = 64 << 20  # the DuckDB that finds the files several paths reach: it spills beyond
 
 
 @dataclass
@@ -121,42 +126,50 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
             found.roots.append(root)
     # Paths below a root are held as text, not as Path objects: a Path per file costs several times
     # its text, and its parts stay in Python's table of interned strings (docs/performance.md, "A
-    # cluster run, on paper")
-    seen: dict[str, str] = {}
+    # cluster run, on paper"). The walk is spooled, then read back in its order.
+    walked = _Walk(found.files.folder)
+    try:
+        for root, prefix in zip(found.roots, _root_names(found.roots)):
+            for entry in _walk(root, prefix):
+                walked.add(*entry)
+    finally:
+        walked.close()
+    shared = walked.shared()
+    first: dict[bytes, str] = {}  # each real file more than one path reaches: the name it was first reached by
     sidecars: dict[str, str] = {}
-    compressed: list[tuple[str, str, os.stat_result, str]] = []  # (path, shown name, stat, suffix)
-    for root, prefix in zip(found.roots, _root_names(found.roots)):
-        for path, name, folders, problem, st in _walk(root, prefix):
-            if problem:
-                found.skipped.append((name, problem))
+    compressed: list[tuple[str, str, _Stat, str]] = []  # (path, shown name, stat, suffix)
+    for path, name, folders, problem, st, real in walked.entries():
+        if problem:
+            found.skipped.append((name, problem))
+            continue
+        if real in shared:
+            if real in first:
+                found.skipped.append((name, f"same file as {first[real]}"))
                 continue
-            real = os.path.realpath(path)
-            if real in seen:
-                found.skipped.append((name, f"same file as {seen[real]}"))
-                continue
-            seen[real] = name
-            filename = os.path.basename(path)
-            if "tool-results" in folders:
-                found.tool_result_files.add(display(filename))
-                found.skipped.append((name, "persisted tool result: its presence is evidence, its text is not converted"))
-                continue
-            if filename.endswith(".meta.json"):
-                sidecars[path] = name
-                continue
-            suffix = _suffix(filename)
-            if suffix in COMPRESSED and filename.endswith(".jsonl" + suffix):
-                compressed.append((path, name, st, suffix))
-                continue
-            if suffix != ".jsonl":
-                found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(filename) else "not a .jsonl file"))
-                continue
-            if filename == "journal.jsonl" and "workflows" in folders:
-                found.skipped.append((name, "workflow run journal, not a transcript"))
-                continue
-            try:
-                found.files.add(*_classify(path, name, st, known or {}))
-            except OSError as exc:
-                found.skipped.append((name, f"cannot be read ({exc.strerror})"))
+            first[real] = name
+        filename = os.path.basename(path)
+        if "tool-results" in folders:
+            found.tool_result_files.add(display(filename))
+            found.skipped.append((name, "persisted tool result: its presence is evidence, its text is not converted"))
+            continue
+        if filename.endswith(".meta.json"):
+            sidecars[path] = name
+            continue
+        suffix = _suffix(filename)
+        if suffix in COMPRESSED and filename.endswith(".jsonl" + suffix):
+            compressed.append((path, name, st, suffix))
+            continue
+        if suffix != ".jsonl":
+            found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(filename) else "not a .jsonl file"))
+            continue
+        if filename == "journal.jsonl" and "workflows" in folders:
+            found.skipped.append((name, "workflow run journal, not a transcript"))
+            continue
+        try:
+            found.files.add(*_classify(path, name, st, known or {}))
+        except OSError as exc:
+            found.skipped.append((name, f"cannot be read ({exc.strerror})"))
+    walked.remove()
     _add_compressed(found, compressed, known or {})
     if known is not None:  # what is left of it in a table of its own size (a dict keeps its table as entries go)
         left = dict(known)
@@ -205,6 +218,75 @@ def _root_names(roots: list[Path]) -> list[str]:
             return names
         for i in clashes:
             depth[i] += 1
+
+
+class _Stat(NamedTuple):
+    """What discovery uses of a file's stat."""
+
+    st_size: int
+    st_mtime_ns: int
+
+
+class _Walk:
+    """A walk's entries (`_walk`'s), spooled in order to an Arrow IPC stream in `folder` a slice at a
+    time and read back in that order, and the real files that more than one of them reaches (symbolic
+    links, a source inside another), found by a DuckDB query over the spool: discovery holds a slice of
+    entries and the first names of those files, not a record of every real path it saw
+    (docs/performance.md, "A cluster run, on paper")."""
+
+    SCHEMA = pa.schema([
+        ("path", pa.binary()), ("name", pa.string()), ("folders", pa.list_(pa.binary())), ("problem", pa.string()),
+        ("size", pa.int64()), ("mtime_ns", pa.int64()),
+        ("real", pa.binary(16)),  # the BLAKE2b digest of its real path; null for a problem
+    ])
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / f"walk-{uuid.uuid4().hex[:12]}.arrows"
+        self.pending: list[dict] = []
+        self.sink = pa.OSFile(str(self.path), "wb")
+        self.writer = pa.ipc.new_stream(self.sink, self.SCHEMA)
+
+    def add(self, path: str, name: str, folders: tuple[str, ...], problem: str | None, st: os.stat_result | None) -> None:
+        real = None if problem else hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=16).digest()
+        self.pending.append({
+            "path": os.fsencode(path), "name": name, "folders": [os.fsencode(f) for f in folders], "problem": problem,
+            "size": None if st is None else st.st_size, "mtime_ns": None if st is None else st.st_mtime_ns, "real": real,
+        })
+        if len(self.pending) >= WALK_SLICE:
+            self._write()
+
+    def _write(self) -> None:
+        if self.pending:
+            self.writer.write_batch(pa.RecordBatch.from_pylist(self.pending, schema=self.SCHEMA))
+            self.pending = []
+
+    def close(self) -> None:
+        try:
+            self._write()
+        finally:
+            self.writer.close()
+            self.sink.close()
+
+    def shared(self) -> set[bytes]:
+        """The real files that more than one entry reaches (their digests)."""
+        with (duckdb.connect(config={"memory_limit": f"{WALK_MEMORY >> 20}MiB", "temp_directory": str(self.path.parent)})
+              as con, pa.memory_map(str(self.path)) as source):
+            con.register("walk", pa.ipc.open_stream(source))
+            return {real for real, in con.sql(
+                "select real from walk where real is not null group by real having count(*) > 1").fetchall()}
+
+    def entries(self) -> Iterator[tuple[str, str, tuple[str, ...], str | None, _Stat | None, bytes | None]]:
+        """(path, shown name, folders below the root, problem or None, stat or None, real) of each entry, in order."""
+        with pa.memory_map(str(self.path)) as source:
+            for batch in pa.ipc.open_stream(source):
+                for row in batch.to_pylist():
+                    yield (
+                        os.fsdecode(row["path"]), row["name"], tuple(os.fsdecode(f) for f in row["folders"]),
+                        row["problem"], None if row["size"] is None else _Stat(row["size"], row["mtime_ns"]), row["real"],
+                    )
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def _walk(root: Path, prefix: str):
@@ -277,7 +359,7 @@ def _file_entry(path: str, name: str, folders: tuple[str, ...]):
 
 
 def _classify(
-    path: str, name: str, st: os.stat_result, known: dict[str, list], *, source: str | None = None,
+    path: str, name: str, st: _Stat, known: dict[str, list], *, source: str | None = None,
     codec: str | None = None,
 ) -> tuple[Stream, tuple[str | None, str | None]]:
     """The stream of the transcript at `path`, shown as `name`, and the agent and session IDs its head

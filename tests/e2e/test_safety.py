@@ -401,6 +401,28 @@ def test_links_loops_fifos_orphan_sidecars_and_odd_names_are_each_accounted_for(
     assert catalog_count(out, "source_lines") == 4
 
 
+def test_a_file_reached_by_several_paths_is_read_once_by_the_first_in_walk_order(tmp_path, out):
+    """A link to a transcript, named before or after it, and a source inside another: each file is
+    read once, by the path the walk reaches it first (a folder's names in order, the sources in the
+    order given); the others are skipped as the same file."""
+    src = tmp_path / "projects"
+    two_sessions(src / "proj")
+    (src / "proj" / "00-first.jsonl").symlink_to(src / "proj" / f"{SID2}.jsonl")  # before its target
+    (src / "proj" / "zz-last.jsonl").symlink_to(src / "proj" / f"{SID}.jsonl")  # after its target
+    result = batch.convert([src, src / "proj"], out)
+    assert {s["path"]: s["reason"] for s in result.manifest["skipped"].parse()} == {
+        f"projects/proj/{SID2}.jsonl": "same file as projects/proj/00-first.jsonl",
+        "projects/proj/zz-last.jsonl": f"same file as projects/proj/{SID}.jsonl",
+        f"proj/{SID}.jsonl": f"same file as projects/proj/{SID}.jsonl",
+        f"proj/{SID2}.jsonl": "same file as projects/proj/00-first.jsonl",
+        "proj/00-first.jsonl": "same file as projects/proj/00-first.jsonl",
+        "proj/zz-last.jsonl": f"same file as projects/proj/{SID}.jsonl",
+    }
+    assert sorted(i["path"] for i in result.manifest["inputs"].parse()) == [
+        "projects/proj/00-first.jsonl", f"projects/proj/{SID}.jsonl"]
+    assert catalog_count(out, "source_lines") == 3
+
+
 def test_inputs_whose_folders_share_a_name_keep_distinct_source_files(tmp_path, out):
     a, b = tmp_path / "a" / "proj", tmp_path / "b" / "proj"
     write_jsonl(a / f"{SID}.jsonl", [user(uid(1), None, "one"), user(uid(2), uid(1), "two")])
