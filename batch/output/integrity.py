@@ -23,7 +23,7 @@ from batch.output.layout import MANIFEST, PART_RE, WORK
 @dataclass(frozen=True)
 class Recorded:
     """The part files the manifest of the output `out` records (`files`), [size, SHA-256] each by its
-    path there, read from the file a file at a time when iterated (they grow with the archive: about
+    path there, read from the file an entry at a time when iterated (they grow with the archive: about
     9 KiB a batch), but those of `damaged`; none when it records none or cannot be read."""
 
     out: Path
