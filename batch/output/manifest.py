@@ -135,7 +135,8 @@ def items(path: Path, key: str) -> Iterator[tuple[str, object]]:
     its value is not an object. ValueError when it is not JSON."""
     spans = index(path)
     if spans is None:  # not laid out as `write` lays it out: parsed whole
-        value = read_keys(path, (key,)).get(key)
+        whole = json.loads(path.read_bytes())
+        value = whole.get(key) if isinstance(whole, dict) else None
         yield from value.items() if isinstance(value, dict) else ()
     elif key in spans:
         with spans[key].path.open("rb") as fh:
