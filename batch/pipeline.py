@@ -135,8 +135,8 @@ def _convert(
     # groups no input gives any more are converted from its copy of their files (sources/archive.py)
     carried = out if previous is None and not options.prune else None
     fresh = options.verify or options.full
-    # (discovery takes out of it the heads it uses: the plan's deltas want only those of changed files)
-    known = previous.heads if previous and not fresh else None
+    # (the heads of the previous discovery, read from the state file as discovery spools them)
+    known = previous.heads.items() if previous and not fresh else None
     known_events = dict(previous.event_heads) if previous and not fresh else None
     output = Output(out)  # its run folder holds the files discovery finds
     if output.stale_removed:

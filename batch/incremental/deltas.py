@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from batch import reuse, sql
 from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
-from batch.incremental.state import Batch, State
+from batch.incremental.state import Batch, State, pick
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
@@ -89,7 +89,6 @@ def growing_groups(
         return {}
     batches_before = state.batches
     before = state.owners()
-    heads = state.heads
     by_owner: dict[str, list[Unit]] = {}
     for unit in units:
         by_owner.setdefault(unit.owner, []).append(unit)
@@ -110,13 +109,15 @@ def growing_groups(
     found_heads = dict(found.files.heads(
         {e[0] for o in candidates for e in fingerprint_entries(texts[o])}, producer=CLAUDE_CODE
     ))
+    # the previous run's heads of their files as fingerprinted then (read through the state file once)
+    heads = pick(state.heads, {e[0] for o in candidates for e in fingerprint_entries(before[o])})
     growing = {}
     for owner in candidates:
         now = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(texts[owner])}
         if not all(name in found_heads for name in now):
             continue
         old = {name: (size, mtime) for name, size, mtime, _ in fingerprint_entries(before[owner])}
-        # a file as fingerprinted before is unchanged, its head too (discovery took its entry out of `heads`)
+        # a file as fingerprinted before is unchanged, its head too
         if not all(now.get(name) == old[name] or same_head(heads.get(name), found_heads.get(name), old[name])
                    for name in old):
             continue

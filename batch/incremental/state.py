@@ -138,11 +138,12 @@ class StoredRows(Mapping):
         return len(self._rows())
 
 
-class StoredReads:
-    """The previous state's `reads` (owner -> [last read at, found by its run]), read from the state
-    file an entry at a time by `items`, in the file's order, not held: its characters `start` to
-    `end` (`Stored`), `count` entries, `ordered` when their owners are in order (as `write` writes them).
-    Not a mapping: looking an owner up would read the file."""
+class StoredItems:
+    """An object of the previous state held by the file, not in memory: the groups' `reads` (owner ->
+    [last read at, found by its run]) or discovery's `heads` (file name -> [size, modification time,
+    agent ID, session ID]). `items` reads it from the state file an entry at a time, in the file's
+    order: its characters `start` to `end` (`Stored`), `count` entries, `ordered` when their keys are in
+    order (as `write` writes them). Not a mapping: looking a key up would read the file (`pick`)."""
 
     __slots__ = ("path", "start", "end", "count", "ordered")
 
@@ -163,6 +164,13 @@ class StoredReads:
 
     def __len__(self) -> int:
         return self.count
+
+
+def pick(items: Mapping[str, object] | StoredItems, keys: set[str]) -> dict[str, object]:
+    """The entries of `items` whose keys are among `keys` (a stored object read through once)."""
+    if isinstance(items, StoredItems):
+        return {k: v for k, v in items.items() if k in keys} if keys else {}
+    return {k: items[k] for k in keys if k in items}
 
 
 @dataclass(frozen=True)
@@ -241,11 +249,12 @@ class State:
 
     run_key: str | None = None  # what every batch depends on beyond its files (`reuse.run_key`)
     imports: str | None = None  # what the rows sources give once per run depend on (`registry.run_key`)
-    heads: Mapping[str, list] = field(default_factory=dict)  # discovery's heads of transcripts, by name
+    # discovery's heads of transcripts, by name (read from the file by `items`: `StoredItems`)
+    heads: Mapping[str, list] | StoredItems = field(default_factory=dict)
     event_heads: Mapping[str, list] = field(default_factory=dict)  # the same of Entire event files
     batches: tuple[Batch, ...] = ()
-    # owner -> [last read at, found by its run] (read from the file by `items`: `StoredReads`)
-    reads: Mapping[str, list] | StoredReads = field(default_factory=dict)
+    # owner -> [last read at, found by its run] (read from the file by `items`: `StoredItems`)
+    reads: Mapping[str, list] | StoredItems = field(default_factory=dict)
     tables: str | None = None  # `tables_digest` of the version that wrote it
 
     def owners(self) -> dict[str, Fingerprint]:
@@ -259,21 +268,21 @@ class State:
 
     def reads_by_owner(self) -> Iterable[tuple[str, object]]:
         """The groups' reads (`reads`), in owner order: as the file lists them when it is in order."""
-        if isinstance(self.reads, StoredReads) and self.reads.ordered:
+        if isinstance(self.reads, StoredItems) and self.reads.ordered:
             return self.reads.items()
         return sorted(self.reads.items(), key=lambda item: item[0])
 
     def with_batches(self, batches: list[Batch] | tuple[Batch, ...]) -> State:
         return replace(self, batches=tuple(batches))
 
-    def to_json(self, *, batches: bool = True, reads: bool = True) -> dict:
+    def to_json(self, *, batches: bool = True, stored: bool = True) -> dict:
         """The state as its file holds it (`batches`: with each batch's entry, else an empty list;
-        `reads`: with the groups' reads, else an empty mapping)."""
+        `stored`: with the heads and the groups' reads, else empty mappings)."""
         return {
             "producer": {"name": PRODUCER, "version": VERSION}, "layout": STATE_LAYOUT, "tables": tables_digest(),
-            "run_key": self.run_key, "imports": self.imports, "heads": dict(self.heads),
+            "run_key": self.run_key, "imports": self.imports, "heads": dict(self.heads.items()) if stored else {},
             "event_heads": dict(self.event_heads), "batches": [b.to_json() for b in self.batches] if batches else [],
-            "reads": dict(self.reads.items()) if reads else {},
+            "reads": dict(self.reads.items()) if stored else {},
         }
 
 
@@ -297,23 +306,24 @@ def read(out: Path) -> State | None:
 
         with open(path, encoding="utf-8", newline="") as fh:
             source = _Text(fh)
-            # (the reads, an entry per group, are read again from the file when wanted: `StoredReads`)
-            value = _members(source, {"batches": batch}, {"heads": None, "event_heads": None}, {"reads"})
-        reads = value.get("reads")
-        if isinstance(reads, tuple) and source.ascii:  # (where the object is, its entries, whether in owner order)
-            reads = StoredReads(path, *reads)
-        elif isinstance(reads, tuple):  # (a file edited by hand: offsets in characters are not in bytes; held)
+            # (the heads and the reads, an entry per file and per group, are read again from the file when
+            # wanted: `StoredItems`)
+            value = _members(source, {"batches": batch}, {"event_heads": None}, set(_STORED))
+        spans = [key for key in _STORED if isinstance(value.get(key), tuple)]
+        if source.ascii:  # (where each object is, its entries, whether in key order)
+            value.update((key, StoredItems(path, *value[key])) for key in spans)
+        elif spans:  # (a file edited by hand: offsets in characters are not in bytes; held)
             with open(path, encoding="utf-8", newline="") as fh:
-                reads = _members(_Text(fh), {"batches": lambda *_: None}, {"heads": None, "event_heads": None, "reads": None})
-            reads = reads.get("reads")
+                whole = _members(_Text(fh), {"batches": lambda *_: None}, dict.fromkeys(["event_heads", *_STORED]))
+            value.update((key, whole.get(key)) for key in spans)
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic link loop; ValueError: not JSON, or
         return None  # a batch not as this version writes it
     if value.get("producer") != {"name": PRODUCER, "version": VERSION} or value.get("layout") != STATE_LAYOUT:
         return None
 
-    def mapping(key: str) -> dict:
+    def mapping(key: str) -> dict | StoredItems:
         found = value.get(key)
-        return found if isinstance(found, dict) else {}
+        return found if isinstance(found, (dict, StoredItems)) else {}
 
     def text(key: str) -> str | None:
         found = value.get(key)
@@ -321,8 +331,11 @@ def read(out: Path) -> State | None:
 
     return State(
         text("run_key"), text("imports"), mapping("heads"), mapping("event_heads"), tuple(value.get("batches", ())),
-        reads if isinstance(reads, (dict, StoredReads)) else {}, text("tables"),
+        mapping("reads"), text("tables"),
     )
+
+
+_STORED = ("heads", "reads")  # the state's objects read from its file when wanted (`StoredItems`)
 
 
 _READ = 1 << 18  # characters of the state file read at once (`_Text`)
@@ -492,15 +505,15 @@ def write(
     texts = (_batch_text(b) for b in state.batches) if batches is None else batches
     with open(folder / STATE, "w", encoding="utf-8") as fh:
         fh.write("{")
-        for i, (key, value) in enumerate(state.to_json(batches=False, reads=False).items()):
+        for i, (key, value) in enumerate(state.to_json(batches=False, stored=False).items()):
             fh.write(("," if i else "") + _dumps(key) + ":")
             if key == "batches":
                 fh.write("[")
                 for n, text in enumerate(texts):
                     fh.write(("," if n else "") + text)
                 fh.write("]")
-            elif key == "heads" and heads is not None:
-                _write_items(fh, heads)
+            elif key == "heads":
+                _write_items(fh, state.heads.items() if heads is None else heads)
             elif key == "reads":
                 _write_items(fh, state.reads.items() if reads is None else reads)
             elif isinstance(value, dict):

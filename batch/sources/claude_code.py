@@ -9,16 +9,14 @@ inline `isSidechain` turns inside the main file (1.0.x) are split later, from th
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
 import re
-import stat
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -26,8 +24,10 @@ import pyarrow as pa
 from batch import sql
 from batch.errors import SourceError
 from batch.sources.base import COMPRESSED, Loaded, Stream, decompressed_size, open_file
+from batch.sources.files import SCHEMA as FILES_SCHEMA
 from batch.sources.files import FileTable
 from batch.sources.skipped import Skipped
+from batch.sources.walk import WALK_SLICE, Spool, Stat, Walk, connect, display, root_names, walk
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 AGENT_FILE_RE = re.compile(r"^agent-(.+)\.jsonl$")
@@ -38,8 +38,6 @@ BOM = b"\xef\xbb\xbf"
 # Codex's temporary files beside its rollouts: the compressor's and the decompressor's (codex-format.md §14.2)
 CODEX_TEMPORARY_RE = re.compile(r"^rollout-.*\.tmp$")
 CODEX_TEMPORARY = "Codex's temporary file (a rollout being compressed or decompressed), not a transcript"
-WALK_SLICE = 1024  # a walk's entries held before they are written to its spool (about 0.5 MB)
-WALK_MEMORY = 64 << 20  # the DuckDB that finds the files several paths reach: it spills beyond
 
 
 @dataclass
@@ -50,8 +48,8 @@ class Discovery:
     # heads an incremental run keeps in the reuse state (see `discover`'s `known`)
     files: FileTable = field(default_factory=FileTable)
     skipped: Skipped = field(init=False)  # (path, why), in files beside the table's
-    # names of files under tool-results/, while discovering: then in a file (`ToolResults`)
-    tool_result_files: set[str] = field(default_factory=set)
+    # the names of the files under tool-results/, sorted, once each: a file of JSON lines (`_distinct`)
+    tool_result_names: Path | None = None
     roots: list[Path] = field(default_factory=list)  # the sources, resolved
 
     def __post_init__(self) -> None:
@@ -70,17 +68,31 @@ class ToolResults:
     key: str
 
     @classmethod
-    def write(cls, folder: Path | None, names: set[str]) -> ToolResults:
-        """Hold `names` in `folder`/tool-results.jsonl (none when there are none)."""
-        ordered, key = sorted(names), hashlib.sha256()
-        for n, name in enumerate(ordered):  # (the names' lines joined)
-            key.update(f"\n{name}".encode() if n else name.encode())
-        if not ordered:
-            return cls(None, key.hexdigest())
-        path = folder / "tool-results.jsonl"
-        with path.open("w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps({"name": name}) + "\n" for name in ordered)
-        return cls(str(path), key.hexdigest())
+    def write(cls, folder: Path | None, *names: Iterable[str]) -> ToolResults:
+        """Hold the names of every iterable of `names` (each sorted) in `folder`/tool-results.jsonl, sorted,
+        once each, a name at a time (none when there are none)."""
+        key, path, fh, last = hashlib.sha256(), None, None, None
+        try:
+            for name in heapq.merge(*names):
+                if name == last:
+                    continue
+                if fh is None:
+                    path = folder / "tool-results.jsonl"
+                    fh = path.open("w", encoding="utf-8")
+                key.update(name.encode() if last is None else f"\n{name}".encode())  # (the names' lines joined)
+                fh.write(json.dumps({"name": name}) + "\n")
+                last = name
+        finally:
+            if fh is not None:
+                fh.close()
+        return cls(None if path is None else str(path), key.hexdigest())
+
+    @staticmethod
+    def read(path: Path | str | None) -> Iterator[str]:
+        """The names a file of them (as `write` and discovery write it) holds, in its order."""
+        if path is not None:
+            with open(path, encoding="utf-8") as fh:
+                yield from (json.loads(line)["name"] for line in fh)
 
     def register(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
         """Make the names readable as `name` (one column, `name`) on `con`."""
@@ -89,7 +101,7 @@ class ToolResults:
         con.execute(f"create or replace temp view {name} as select name from {source}")
 
 
-NO_TOOL_RESULTS = ToolResults.write(None, set())
+NO_TOOL_RESULTS = ToolResults.write(None)
 
 
 def default_source() -> Path:
@@ -98,21 +110,18 @@ def default_source() -> Path:
     return Path(base) / "projects" if base else Path.home() / ".claude" / "projects"
 
 
-def display(text: str) -> str:
-    """A path as shown in the outputs: bytes that are not UTF-8 become `\\xNN` escapes."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def discover(sources: list[Path], *, known: dict[str, list] | None = None, files: FileTable | None = None) -> Discovery:
+def discover(
+    sources: list[Path], *, known: Iterable[tuple[str, object]] | None = None, files: FileTable | None = None,
+) -> Discovery:
     """Find transcript files under each source path (a folder or a file).
 
     Every file below a source is either a transcript to convert or listed in `skipped` with the
     reason, and so is every folder that cannot be read or that a symbolic link loop leads back to.
     A file is classified (main or subagent, its session) by its path and the IDs in its first lines;
-    `known` (a previous discovery's `heads`) gives those IDs for files whose name, size and
-    modification time are the same, as make and rsync compare files, so their heads are not read again;
-    each entry used is taken out of `known`, which then holds only those of the files changed or not
-    found (a run holds no head per unchanged file). The files are added to `files` (a table of its own when None).
+    `known` (a previous discovery's `heads`, as (name, entry) items) gives those IDs for files whose name,
+    size and modification time are the same, as make and rsync compare files, so their heads are not
+    read again: it is spooled beside the walk and joined with it (a run holds no head per file). The
+    files are added to `files` (a table of its own when None).
     """
     found = Discovery(FileTable() if files is None else files)
     for src in sources:
@@ -126,19 +135,21 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
             found.roots.append(root)
     # Paths below a root are held as text, not as Path objects: a Path per file costs several times
     # its text, and its parts stay in Python's table of interned strings (docs/performance.md, "A
-    # cluster run, on paper"). The walk is spooled, then read back in its order.
-    walked = _Walk(found.files.folder)
+    # cluster run, on paper"). The walk is spooled, then read back in its order with the head each file had.
+    walked = Walk(found.files.folder)
     try:
-        for root, prefix in zip(found.roots, _root_names(found.roots)):
-            for entry in _walk(root, prefix):
+        for root, prefix in zip(found.roots, root_names(found.roots)):
+            for entry in walk(root, prefix):
                 walked.add(*entry)
     finally:
         walked.close()
     shared = walked.shared()
     first: dict[bytes, str] = {}  # each real file more than one path reaches: the name it was first reached by
-    sidecars: dict[str, str] = {}
-    compressed: list[tuple[str, str, _Stat, str]] = []  # (path, shown name, stat, suffix)
-    for path, name, folders, problem, st, real in walked.entries():
+    # the sidecars and the compressed transcripts, resolved once every plain transcript is known; the
+    # names of the persisted tool results
+    beside = Spool(found.files.folder, "beside", _BESIDE)
+    tool_results = Spool(found.files.folder, "tool-results", pa.schema([("name", pa.string())]))
+    for path, name, folders, problem, st, real, seen in walked.entries(known):
         if problem:
             found.skipped.append((name, problem))
             continue
@@ -149,15 +160,17 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
             first[real] = name
         filename = os.path.basename(path)
         if "tool-results" in folders:
-            found.tool_result_files.add(display(filename))
+            tool_results.add({"name": display(filename)})
             found.skipped.append((name, "persisted tool result: its presence is evidence, its text is not converted"))
             continue
         if filename.endswith(".meta.json"):
-            sidecars[path] = name
+            beside.add({"path": os.fsencode(path), "name": name,
+                        "transcript": os.fsencode(path[: -len(".meta.json")] + ".jsonl")})
             continue
         suffix = _suffix(filename)
         if suffix in COMPRESSED and filename.endswith(".jsonl" + suffix):
-            compressed.append((path, name, st, suffix))
+            beside.add({"path": os.fsencode(path), "name": name, "plain": name[: -len(suffix)], "suffix": suffix,
+                        "size": st.st_size, "mtime_ns": st.st_mtime_ns, "head": None if seen is None else json.dumps(seen)})
             continue
         if suffix != ".jsonl":
             found.skipped.append((name, CODEX_TEMPORARY if CODEX_TEMPORARY_RE.match(filename) else "not a .jsonl file"))
@@ -166,177 +179,74 @@ def discover(sources: list[Path], *, known: dict[str, list] | None = None, files
             found.skipped.append((name, "workflow run journal, not a transcript"))
             continue
         try:
-            found.files.add(*_classify(path, name, st, known or {}))
+            found.files.add(*_classify(path, name, st, seen))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
     walked.remove()
-    _add_compressed(found, compressed, known or {})
-    if known is not None:  # what is left of it in a table of its own size (a dict keeps its table as entries go)
-        left = dict(known)
-        known.clear()
-        known.update(left)
-    if sidecars:
-        beside = {path[: -len(".meta.json")] + ".jsonl": name for path, name in sidecars.items()}
-        given = {os.fsencode(path) for path in beside}
-        plain = {os.fsdecode(row["path"]) for row in found.files.among("path", given, ["path", "codec"]) if row["codec"] is None}
-        found.skipped += [(name, "sidecar without its transcript") for path, name in beside.items() if path not in plain]
+    beside.close()
+    tool_results.close()
+    try:
+        _resolve_beside(found, beside)
+        found.tool_result_names = _distinct(tool_results, found.files.folder / "tool-results-found.jsonl")
+    finally:
+        beside.remove()
+        tool_results.remove()
     return found
 
 
-def _add_compressed(found: Discovery, compressed: list, known: dict[str, list]) -> None:
-    """Add the compressed transcripts (Codex's `rollout-*.jsonl.zst`), each named as its plain form
-    (the name without `.zst`): a file compressed or decompressed between runs is the same file. When
-    both forms are there (Codex leaves them together for a moment), the plain one is read, as Codex
-    does (codex-format.md §14.2)."""
-    if not compressed:
+def _distinct(names: Spool, path: Path) -> Path | None:
+    """Write to `path` the names `names` holds, sorted, once each (JSON lines: `ToolResults`); None when
+    there are none."""
+    if not names.count:
+        return None
+    with connect(names.path.parent) as con, names.reader() as given, path.open("w", encoding="utf-8") as fh:
+        con.register("names", given)
+        for batch in con.sql("select distinct name from names order by name").to_arrow_reader(batch_size=WALK_SLICE):
+            fh.writelines(json.dumps({"name": name}) + "\n" for name in batch.column(0).to_pylist())
+    return path
+
+
+# a sidecar (its transcript's path) or a compressed transcript (its plain form's name, its stat and head)
+_BESIDE = pa.schema([
+    ("path", pa.binary()), ("name", pa.string()), ("transcript", pa.binary()), ("plain", pa.string()),
+    ("suffix", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("head", pa.string()),
+])
+
+
+def _resolve_beside(found: Discovery, beside: Spool) -> None:
+    """Skip the sidecars without their transcript, then add the compressed transcripts (Codex's
+    `rollout-*.jsonl.zst`), each named as its plain form (the name without `.zst`): a file compressed or
+    decompressed between runs is the same file. When both forms are there (Codex leaves them together for
+    a moment), the plain one is read, as Codex does (codex-format.md §14.2). Both are told by a DuckDB
+    query of the plain transcripts found, in the order the walk gave them."""
+    if not beside.count:
         return
-    plain = {row["name"] for row in found.files.among("name", {name[: -len(suffix)] for _, name, _, suffix in compressed}, ["name"])}
-    for path, name, st, suffix in compressed:
-        logical = name[: -len(suffix)]
-        if logical in plain:
-            found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
-            continue
-        try:
-            found.files.add(*_classify(path[: -len(suffix)], logical, st, known, source=path, codec=COMPRESSED[suffix]))
-        except OSError as exc:
-            found.skipped.append((name, f"cannot be read ({exc.strerror})"))
-
-
-def _root_names(roots: list[Path]) -> list[str]:
-    """How each source is named in the outputs: its last path component, or as many more of its
-    parents as it takes to tell sources with the same name apart (`a/proj`, `b/proj`)."""
-    depth = [1] * len(roots)
-
-    def name(i: int) -> str:
-        parts = roots[i].parts
-        return display("/".join(parts[-depth[i]:]).lstrip("/")) or "/"
-
-    while True:
-        names = [name(i) for i in range(len(roots))]
-        clashes = [i for i, n in enumerate(names) if names.count(n) > 1 and depth[i] < len(roots[i].parts)]
-        if not clashes:
-            return names
-        for i in clashes:
-            depth[i] += 1
-
-
-class _Stat(NamedTuple):
-    """What discovery uses of a file's stat."""
-
-    st_size: int
-    st_mtime_ns: int
-
-
-class _Walk:
-    """A walk's entries (`_walk`'s), spooled in order to an Arrow IPC stream in `folder` a slice at a
-    time and read back in that order, and the real files that more than one of them reaches (symbolic
-    links, a source inside another), found by a DuckDB query over the spool: discovery holds a slice of
-    entries and the first names of those files, not a record of every real path it saw
-    (docs/performance.md, "A cluster run, on paper")."""
-
-    SCHEMA = pa.schema([
-        ("path", pa.binary()), ("name", pa.string()), ("folders", pa.list_(pa.binary())), ("problem", pa.string()),
-        ("size", pa.int64()), ("mtime_ns", pa.int64()),
-        ("real", pa.binary(16)),  # the BLAKE2b digest of its real path; null for a problem
-    ])
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"walk-{uuid.uuid4().hex[:12]}.arrows"
-        self.pending: list[dict] = []
-        self.sink = pa.OSFile(str(self.path), "wb")
-        self.writer = pa.ipc.new_stream(self.sink, self.SCHEMA)
-
-    def add(self, path: str, name: str, folders: tuple[str, ...], problem: str | None, st: os.stat_result | None) -> None:
-        real = None if problem else hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=16).digest()
-        self.pending.append({
-            "path": os.fsencode(path), "name": name, "folders": [os.fsencode(f) for f in folders], "problem": problem,
-            "size": None if st is None else st.st_size, "mtime_ns": None if st is None else st.st_mtime_ns, "real": real,
-        })
-        if len(self.pending) >= WALK_SLICE:
-            self._write()
-
-    def _write(self) -> None:
-        if self.pending:
-            self.writer.write_batch(pa.RecordBatch.from_pylist(self.pending, schema=self.SCHEMA))
-            self.pending = []
-
-    def close(self) -> None:
-        try:
-            self._write()
-        finally:
-            self.writer.close()
-            self.sink.close()
-
-    def shared(self) -> set[bytes]:
-        """The real files that more than one entry reaches (their digests)."""
-        with (duckdb.connect(config={"memory_limit": f"{WALK_MEMORY >> 20}MiB", "temp_directory": str(self.path.parent)})
-              as con, pa.memory_map(str(self.path)) as source):
-            con.register("walk", pa.ipc.open_stream(source))
-            return {real for real, in con.sql(
-                "select real from walk where real is not null group by real having count(*) > 1").fetchall()}
-
-    def entries(self) -> Iterator[tuple[str, str, tuple[str, ...], str | None, _Stat | None, bytes | None]]:
-        """(path, shown name, folders below the root, problem or None, stat or None, real) of each entry, in order."""
-        with pa.memory_map(str(self.path)) as source:
-            for batch in pa.ipc.open_stream(source):
-                for row in batch.to_pylist():
-                    yield (
-                        os.fsdecode(row["path"]), row["name"], tuple(os.fsdecode(f) for f in row["folders"]),
-                        row["problem"], None if row["size"] is None else _Stat(row["size"], row["mtime_ns"]), row["real"],
-                    )
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-
-def _walk(root: Path, prefix: str):
-    """Yield (path, shown name, folders below the root, problem or None, stat or None) for every file
-    below `root`, its path as text.
-
-    Symbolic links to folders are followed once: a link back to a folder already visited is
-    reported, not followed again. Files that are not regular (FIFOs, sockets, devices) are reported.
-    """
-    top = os.fspath(root)
-    if not os.path.isdir(top):
-        yield from _file_entry(top, prefix, ())
-        return
-    visited: dict[tuple[int, int], str] = {}
-    problems: list[tuple[str, str]] = []
-
-    def below(path: str) -> str:
-        # a path below the root, relative to it ("" for the root itself); os.walk joins onto `top`
-        return path[len(top):].lstrip(os.sep) if path.startswith(top) else os.path.relpath(path, top)
-
-    def on_error(exc: OSError) -> None:
-        rel = below(exc.filename) if exc.filename else ""
-        problems.append((_shown(prefix, rel), f"folder cannot be read ({exc.strerror})"))
-
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=on_error):
-        rel = below(dirpath)
-        shown = _shown(prefix, rel)
-        try:
-            st = os.stat(dirpath)
-        except OSError as exc:
-            problems.append((shown, f"folder cannot be read ({exc.strerror})"))
-            dirnames[:] = []
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in visited:
-            problems.append((shown, f"symbolic link loop: the same folder as {visited[key]}"))
-            dirnames[:] = []
-            continue
-        visited[key] = shown
-        # real folders before links to folders: a folder reached both ways keeps its own name
-        dirnames.sort(key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d))
-        folders = tuple(rel.split(os.sep)) if rel else ()
-        for filename in sorted(filenames):
-            yield from _file_entry(os.path.join(dirpath, filename), _shown(prefix, f"{rel}/{filename}" if rel else filename), folders)
-    for name, why in problems:
-        yield top, name, (), why, None
-
-
-def _shown(prefix: str, rel: str) -> str:
-    return prefix if rel in ("", ".") else f"{prefix}/{display(rel)}"
+    plain = pa.RecordBatchReader.from_batches(
+        pa.schema([FILES_SCHEMA.field(c) for c in ("name", "path", "codec")]), found.files.batches(["name", "path", "codec"]))
+    with connect(beside.path.parent) as con, beside.reader() as given:
+        con.register("files", plain)
+        con.execute("create temp table plain as select name, path from files where codec is null")
+        con.register("spooled", given)
+        con.execute("create temp table beside as select * from spooled")
+        for batch in con.sql("select name from beside b where transcript is not null"
+                             " and not exists (select 1 from plain p where p.path = b.transcript)").to_arrow_reader(
+                batch_size=WALK_SLICE):
+            found.skipped += [(name, "sidecar without its transcript") for name in batch.column(0).to_pylist()]
+        rows = con.sql("""
+            select b.*, exists (select 1 from plain p where p.name = b.plain) as read_plain
+            from beside b where plain is not null order by i""").to_arrow_reader(batch_size=WALK_SLICE)
+        for batch in rows:
+            for row in batch.to_pylist():
+                path, name, logical, suffix = os.fsdecode(row["path"]), row["name"], row["plain"], row["suffix"]
+                if row["read_plain"]:
+                    found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
+                    continue
+                seen = None if row["head"] is None else json.loads(row["head"])
+                try:
+                    found.files.add(*_classify(path[: -len(suffix)], logical, Stat(row["size"], row["mtime_ns"]), seen,
+                                               source=path, codec=COMPRESSED[suffix]))
+                except OSError as exc:
+                    found.skipped.append((name, f"cannot be read ({exc.strerror})"))
 
 
 def _suffix(name: str) -> str:
@@ -345,33 +255,19 @@ def _suffix(name: str) -> str:
     return name[i:] if 0 < i < len(name) - 1 else ""
 
 
-def _file_entry(path: str, name: str, folders: tuple[str, ...]):
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        why = "broken symbolic link" if os.path.islink(path) else f"cannot be read ({exc.strerror})"
-        yield path, name, folders, why, None
-        return
-    if not stat.S_ISREG(st.st_mode):
-        yield path, name, folders, "not a regular file", st
-        return
-    yield path, name, folders, None, st
-
-
 def _classify(
-    path: str, name: str, st: _Stat, known: dict[str, list], *, source: str | None = None,
+    path: str, name: str, st: Stat, seen: list | None, *, source: str | None = None,
     codec: str | None = None,
 ) -> tuple[Stream, tuple[str | None, str | None]]:
     """The stream of the transcript at `path`, shown as `name`, and the agent and session IDs its head
-    names; a compressed one is read from `source`, its size that of its decompressed bytes (read
+    names (those of `seen`, its entry of a previous discovery's heads, when it is of the same size and
+    time); a compressed one is read from `source`, its size that of its decompressed bytes (read
     through once here)."""
     source = source or path
     size = decompressed_size(source, codec) if codec else st.st_size
-    seen = known.get(name)
     if head_unchanged(seen, size, st.st_mtime_ns):
         os.close(os.open(source, os.O_RDONLY))  # the file can still be opened (its mode may have changed)
         agent_id, session_id = seen[2], seen[3]
-        del known[name]
     else:
         agent_id, session_id = head_ids(_head(source, codec))  # also proves the file can be opened
     sidecar = path[: -len(".jsonl")] + ".meta.json"

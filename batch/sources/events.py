@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batch.errors import SourceError
-from batch.sources.claude_code import display
+from batch.sources.walk import display
 
 
 @dataclass

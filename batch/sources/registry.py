@@ -11,6 +11,7 @@ Adding a source: a branch in `discover` (and `given_roots`); adding a format: a 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,8 +61,8 @@ def given_roots(sources: list[Path], entire: list[Path] | tuple[Path, ...], even
 
 
 def discover(
-    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (), known: dict | None = None,
-    known_events: dict | None = None, previous: Path | None = None, folder: Path | None = None,
+    sources: list[Path], entire: list[Path], *, combine: bool, events: list[Path] = (),
+    known: Iterable[tuple[str, object]] | None = None, known_events: dict | None = None, previous: Path | None = None, folder: Path | None = None,
 ) -> Inputs:
     """Ask each source for its units: Git repositories hold Entire checkpoints, asr-batch outputs the
     files they were converted from, other paths Claude Code files and Codex rollouts (a .jsonl file
@@ -99,10 +100,14 @@ def discover(
     for arch in archives:
         imports += carry_repositories(arch, {imp.repository for imp in imports})
     inputs = Inputs(found, all_units, imports, event_heads, archives)
-    _carry(inputs)
-    # the tool-results/ names, once in the run folder for every task to read, are not held from here on
-    inputs.tool_results = ToolResults.write(files.folder, found.tool_result_files)
-    found.tool_result_files.clear()
+    carried = _carry(inputs)
+    # the tool-results/ names, once in the run folder for every task to read (discovery's, and those of
+    # the outputs groups are carried from)
+    inputs.tool_results = ToolResults.write(
+        files.folder, ToolResults.read(found.tool_result_names), *(sorted(arch.tool_results) for arch in carried))
+    if found.tool_result_names is not None:
+        found.tool_result_names.unlink()
+        found.tool_result_names = None
     return inputs
 
 
@@ -127,10 +132,11 @@ def check_readable(out: Path) -> None:
     archive.written_by(out)
 
 
-def _carry(inputs: Inputs) -> None:
+def _carry(inputs: Inputs) -> list[archive.Archive]:
     """Add the archives' units of the groups no other input gives: a group's files as they are now win
-    over an output's copy of them, and an output named first over the next (the one replaced last)."""
-    owners = {u.owner for u in inputs.units}
+    over an output's copy of them, and an output named first over the next (the one replaced last).
+    The archives some of whose groups are carried."""
+    owners, carried = {u.owner for u in inputs.units}, []
     for arch in inputs.archives:
         for unit in arch.units:
             if unit.owner not in owners:
@@ -138,7 +144,8 @@ def _carry(inputs: Inputs) -> None:
                 inputs.carried[unit.owner] = arch
                 owners.add(unit.owner)
         if arch.units and any(inputs.carried.get(u.owner) is arch for u in arch.units):
-            inputs.found.tool_result_files |= arch.tool_results
+            carried.append(arch)
+    return carried
 
 
 def git_folder(path: Path) -> Path:

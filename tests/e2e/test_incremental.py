@@ -466,18 +466,45 @@ def test_a_head_entry_that_does_not_fit_is_not_used(sample):
 
     first = discover([sample])
     heads = dict(first.files.heads())
-    known = dict(heads)
-    assert dict(discover([sample], known=known).files.heads()) == heads
-    # each entry used is taken out: the run holds none of them after discovery, nor their table
-    assert known == {} and sys.getsizeof(known) == sys.getsizeof({})
+    assert dict(discover([sample], known=heads.items()).files.heads()) == heads
     gone = {f"gone/{n}.jsonl": [1, 1, None, "s"] for n in range(2)}
-    known = {**heads, **gone}
-    held = sys.getsizeof(known)
-    discover([sample], known=known)
-    assert known == gone and sys.getsizeof(known) < held  # what is left, in a table of its own size
+    assert shape(discover([sample], known=[*heads.items(), *gone.items()])) == shape(first)
     damaged = {name: [size, mtime, "../elsewhere", None] for name, (size, mtime, _, _) in heads.items()}
     damaged[next(iter(damaged))] = ["not", "a head"]
-    assert shape(discover([sample], known=damaged)) == shape(first)
+    assert shape(discover([sample], known=damaged.items())) == shape(first)
+
+
+def test_a_head_entry_of_the_same_size_and_time_is_used_instead_of_the_head(tmp_path):
+    """A file whose name, size and modification time are those of its entry of the previous heads is
+    classified by that entry: its head is not read again. Not so when the entry is of another size.
+    Of a name given twice, the last entry counts (as a JSON object keeps it)."""
+    from batch.sources.claude_code import discover
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    sid, other = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    plain = root / "notes.jsonl"  # not named by a UUID: its session is what its head names
+    plain.write_text(json.dumps({"type": "user", "sessionId": sid}) + "\n")
+    st = plain.stat()
+
+    def session(known):
+        return [f.session_id for f in discover([root], known=known).files]
+
+    assert session(None) == [sid]
+    assert session([("proj/notes.jsonl", [st.st_size, st.st_mtime_ns, None, other])]) == [other]
+    assert session([("proj/notes.jsonl", [st.st_size + 1, st.st_mtime_ns, None, other])]) == [sid]
+    twice = [("proj/notes.jsonl", [st.st_size, st.st_mtime_ns, None, other]), ("proj/notes.jsonl", ["not", "a head"])]
+    assert session(twice) == [sid] and session(twice[::-1]) == [other]
+    # a compressed transcript is found by its plain form's name, at the size of its bytes decompressed
+    import pyarrow as pa
+
+    data = plain.read_bytes()
+    plain.unlink()
+    with pa.CompressedOutputStream(str(root / "notes.jsonl.zst"), "zstd") as fh:
+        fh.write(data)
+    st = (root / "notes.jsonl.zst").stat()
+    assert session([("proj/notes.jsonl", [len(data), st.st_mtime_ns, None, other])]) == [other]
+    assert session([("proj/notes.jsonl.zst", [len(data), st.st_mtime_ns, None, other])]) == [sid]
 
 
 # Re-runs of grown groups as deltas: a batch holding a grown group beside unchanged ones keeps its

@@ -20,7 +20,7 @@ def previous(request, tmp_path) -> State:
         return state
     st.write(tmp_path, state)
     back = st.read(tmp_path)
-    assert isinstance(back.reads, st.StoredReads)
+    assert isinstance(back.reads, st.StoredItems)
     return back
 
 

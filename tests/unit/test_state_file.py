@@ -30,7 +30,7 @@ def test_written_as_json_dumps_writes_it_and_read_back(tmp_path, n):
     text = (tmp_path / "_reuse.json").read_text(encoding="utf-8")
     assert text == json.dumps(state.to_json(), separators=(",", ":")) + "\n"
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert back is not None and back.batches == state.batches and dict(back.heads.items()) == dict(state.heads)
     assert dict(back.reads.items()) == state.reads
     assert [list(b.inputs) for b in back.batches] == [[{"path": f"p/{i}.jsonl", "size": 10 + i, "note": "ä \"q\""}]
                                                        for i in range(n)]
@@ -88,7 +88,7 @@ def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only, ne
     text = json.dumps(state.to_json(), indent=2, ensure_ascii=ascii_only) + "\n\n"
     (tmp_path / "_reuse.json").write_bytes(text.replace("\n", newline).encode())
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert back is not None and back.batches == state.batches and dict(back.heads.items()) == dict(state.heads)
     assert dict(back.reads.items()) == state.reads
     assert all(isinstance(b.inputs, st.StoredInputs) is ascii_only for b in back.batches)
     assert [list(b.inputs) for b in back.batches] == [list(b.inputs) for b in state.batches]
@@ -101,7 +101,7 @@ def test_read_a_few_characters_at_a_time_reads_the_same(tmp_path, monkeypatch, s
     (tmp_path / "_reuse.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
     monkeypatch.setattr(st, "_READ", size)
     back = st.read(tmp_path)
-    assert back is not None and back.batches == state.batches and back.heads == state.heads
+    assert back is not None and back.batches == state.batches and dict(back.heads.items()) == dict(state.heads)
     assert dict(back.reads.items()) == state.reads
     assert [dict(b.rows) for b in back.batches] == [dict(b.rows) for b in state.batches]
     path = tmp_path / "_reuse.json"
@@ -132,7 +132,7 @@ def test_the_reads_are_read_from_the_file_when_iterated_not_held(tmp_path):
     reads = {f"g{i:04d}": ["2026-12-06T00:00:00.000000Z" if i % 3 else None, bool(i % 2)] for i in range(9000)}
     st.write(tmp_path, State("key", None, {}, {}, (), reads, None))
     back = st.read(tmp_path)
-    assert isinstance(back.reads, st.StoredReads) and back.reads.ordered and len(back.reads) == 9000
+    assert isinstance(back.reads, st.StoredItems) and back.reads.ordered and len(back.reads) == 9000
     assert list(back.reads_by_owner()) == list(reads.items())  # in the file's order, which is the owners'
     # written again from the file (an upgrade's state), the same text
     again = tmp_path / "again"
@@ -150,7 +150,7 @@ def test_reads_out_of_owner_order_or_in_a_file_edited_by_hand_are_given_in_owner
     reads = {"b": ["t2", True], "a": ["t1", False], "c": [None, True]}
     st.write(tmp_path, State("key", None, {}, {}, (), reads, None))
     back = st.read(tmp_path)
-    assert isinstance(back.reads, st.StoredReads) and not back.reads.ordered
+    assert isinstance(back.reads, st.StoredItems) and not back.reads.ordered
     assert list(back.reads_by_owner()) == [("a", ["t1", False]), ("b", ["t2", True]), ("c", [None, True])]
     # not ASCII (as `write` never writes it): offsets in characters are not in bytes, the reads are held
     path = tmp_path / "_reuse.json"

@@ -5,6 +5,7 @@ in worker processes)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -75,7 +76,6 @@ def test_a_task_is_given_the_tool_results_file_not_the_names(tmp_path: Path):
     found = registry.discover([archive], [], combine=False, folder=tmp_path / "run")
     # the key is the one earlier runs stored: the SHA-256 of the sorted names, a line each
     assert found.tool_results.key == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
-    assert not found.found.tool_result_files  # not held once written
     con = duckdb.connect()
     found.tool_results.register(con, "names")
     assert [r[0] for r in con.sql("select name from names order by name").fetchall()] == sorted(names)
@@ -95,8 +95,31 @@ def test_no_tool_results_read_as_none():
 
 def test_tool_results_names_of_any_characters_read_back_the_same(tmp_path: Path):
     names = {"toolu_01.txt", "it's.txt", 'a "quoted", name.txt', "two\nlines.txt", "caf\u00e9 \\xff.txt", "{}"}
-    held = ToolResults.write(tmp_path, names)
+    # given in two sorted lists that share a name: each name once
+    held = ToolResults.write(tmp_path, sorted(names), sorted(list(names)[:2]))
     assert held.key == hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    assert list(ToolResults.read(held.path)) == sorted(names)
     con = duckdb.connect()
     held.register(con, "names")
     assert sorted(r[0] for r in con.sql("select name from names").fetchall()) == sorted(names)
+
+
+def test_discovery_names_each_tool_result_once_as_shown(tmp_path: Path):
+    """The names of the tool-results/ files, from every session and source, sorted, each once: a name
+    that is not UTF-8 with its bytes escaped, a name holding a newline kept whole."""
+    archive = tmp_path / "projects"
+    shutil.copytree(SAMPLE / "-Users-demo-viewer", archive / "-Users-demo-viewer")
+    for session, names in {"s1": [b"a.txt", b"two\nlines.txt", b"caf\xff.txt"], "s2": [b"a.txt", b"b.txt"]}.items():
+        folder = archive / "-Users-demo-viewer" / session / "tool-results"
+        folder.mkdir(parents=True)
+        for name in names:
+            (Path(os.fsdecode(os.fsencode(folder) + b"/" + name))).write_text("output")
+    (tmp_path / "beside" / "x" / "tool-results").mkdir(parents=True)
+    (tmp_path / "beside" / "x" / "tool-results" / "c.txt").write_text("output")
+    # a link to a file already found: skipped as the same file, its name not a tool result's
+    os.symlink(archive / "-Users-demo-viewer" / "s2" / "tool-results" / "b.txt",
+               tmp_path / "beside" / "x" / "tool-results" / "linked.txt")
+    found = registry.discover([archive, tmp_path / "beside"], [], combine=False, folder=tmp_path / "run")
+    expected = sorted({"a.txt", "two\nlines.txt", "caf\\xff.txt", "b.txt", "c.txt"})
+    assert list(ToolResults.read(found.tool_results.path)) == expected
+    assert found.tool_results.key == hashlib.sha256("\n".join(expected).encode()).hexdigest()

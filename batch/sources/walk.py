@@ -1,0 +1,266 @@
+"""Discovery's walk: every file below the sources, spooled in order to Arrow IPC files in the run folder
+and read back in that order, with DuckDB queries over the spools (the files several paths reach, a
+previous discovery's heads joined by name), so that discovery holds a slice of entries rather than a
+record per file (docs/performance.md, "A cluster run, on paper")."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import duckdb
+import pyarrow as pa
+
+from batch import sql
+from batch.sources.base import COMPRESSED
+
+WALK_SLICE = 1024  # a walk's entries held before they are written to its spool (about 0.5 MB)
+# discovery's DuckDB, which joins and sorts its spools: it spills beyond (at 64 or 128 MiB, DuckDB could
+# not pin a block for some of its joins from 1 to 6 million files; docs/performance.md)
+WALK_MEMORY = 256 << 20
+
+
+def display(text: str) -> str:
+    """A path as shown in the outputs: bytes that are not UTF-8 become `\\xNN` escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def root_names(roots: list[Path]) -> list[str]:
+    """How each source is named in the outputs: its last path component, or as many more of its
+    parents as it takes to tell sources with the same name apart (`a/proj`, `b/proj`)."""
+    depth = [1] * len(roots)
+
+    def name(i: int) -> str:
+        parts = roots[i].parts
+        return display("/".join(parts[-depth[i]:]).lstrip("/")) or "/"
+
+    while True:
+        names = [name(i) for i in range(len(roots))]
+        clashes = [i for i, n in enumerate(names) if names.count(n) > 1 and depth[i] < len(roots[i].parts)]
+        if not clashes:
+            return names
+        for i in clashes:
+            depth[i] += 1
+
+
+class Stat(NamedTuple):
+    """What discovery uses of a file's stat."""
+
+    st_size: int
+    st_mtime_ns: int
+
+
+class Spool:
+    """Rows spooled in order to an Arrow IPC stream in `folder` a slice at a time, each numbered by its
+    place (`i`), and read back from the file a slice at a time (not memory-mapped: the file's pages
+    would count in the process's memory as they are read)."""
+
+    def __init__(self, folder: Path, kind: str, schema: pa.Schema) -> None:
+        self.path = folder / f"{kind}-{uuid.uuid4().hex[:12]}.arrows"
+        self.schema = pa.schema([("i", pa.int64()), *schema])
+        self.pending: list[dict] = []
+        self.count = 0
+        self.sink = pa.OSFile(str(self.path), "wb")
+        self.writer = pa.ipc.new_stream(self.sink, self.schema)
+
+    def add(self, row: dict) -> None:
+        row["i"] = self.count
+        self.pending.append(row)
+        self.count += 1
+        if len(self.pending) >= WALK_SLICE:
+            self._write()
+
+    def _write(self) -> None:
+        if self.pending:
+            self.writer.write_batch(pa.RecordBatch.from_pylist(self.pending, schema=self.schema))
+            self.pending = []
+
+    def close(self) -> None:
+        try:
+            self._write()
+        finally:
+            self.writer.close()
+            self.sink.close()
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[pa.RecordBatchStreamReader]:
+        with pa.OSFile(str(self.path)) as source:
+            yield pa.ipc.open_stream(source)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def connect(folder: Path) -> duckdb.DuckDBPyConnection:
+    """A DuckDB for discovery's queries over its spools, spilling into `folder` beyond `WALK_MEMORY`."""
+    return duckdb.connect(config={"memory_limit": f"{WALK_MEMORY >> 20}MiB", "temp_directory": str(folder)})
+
+
+class Walk:
+    """A walk's entries (`walk`'s), spooled in order (`Spool`) and read back in that order; a DuckDB
+    query over the spool finds the real files that more than one entry reaches (symbolic links, a
+    source inside another). Discovery holds a slice of entries and the first names of those files, not
+    a record of every real path it saw. A previous discovery's heads are spooled beside it the same way
+    and joined with it by name (docs/performance.md, "A cluster run, on paper")."""
+
+    SCHEMA = pa.schema([
+        ("path", pa.binary()), ("name", pa.string()), ("folders", pa.list_(pa.binary())), ("problem", pa.string()),
+        ("size", pa.int64()), ("mtime_ns", pa.int64()),
+        ("real", pa.binary(16)),  # the BLAKE2b digest of its real path; null for a problem
+    ])
+    # a head's entry (`FileTable.heads`): size, modification time, agent ID, session ID
+    HEADS = pa.schema([("name", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+                       ("agent", pa.string()), ("session", pa.string())])
+
+    def __init__(self, folder: Path) -> None:
+        self.spool = Spool(folder, "walk", self.SCHEMA)
+        self.heads: Spool | None = None
+
+    def add(self, path: str, name: str, folders: tuple[str, ...], problem: str | None, st: os.stat_result | None) -> None:
+        real = None if problem else hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=16).digest()
+        self.spool.add({
+            "path": os.fsencode(path), "name": name, "folders": [os.fsencode(f) for f in folders], "problem": problem,
+            "size": None if st is None else st.st_size, "mtime_ns": None if st is None else st.st_mtime_ns, "real": real,
+        })
+
+    def close(self) -> None:
+        self.spool.close()
+
+    def shared(self) -> set[bytes]:
+        """The real files that more than one entry reaches (their digests)."""
+        with connect(self.spool.path.parent) as con, self.spool.reader() as walk:
+            con.register("walk", walk)
+            return {real for real, in con.sql(
+                "select real from walk where real is not null group by real having count(*) > 1").fetchall()}
+
+    def entries(
+        self, known: Iterable[tuple[str, object]] | None = None,
+    ) -> Iterator[tuple[str, str, tuple[str, ...], str | None, Stat | None, bytes | None, list | None]]:
+        """(path, shown name, folders below the root, problem or None, stat or None, real, head or None) of
+        each entry, in order: its head is its entry of `known` (a previous discovery's heads), by its name
+        or, compressed, by its plain form's (of a name `known` gives twice, the last entry, as JSON keeps it)."""
+        heads = iter(()) if known is None else self._heads(known)
+        head = next(heads, None)
+        with self.spool.reader() as walk:
+            for batch in walk:
+                for row in batch.to_pylist():
+                    seen = None
+                    while head is not None and head[0] == row["i"]:  # (a name given twice: its last entry)
+                        seen, head = list(head[1:]), next(heads, None)
+                    yield (
+                        os.fsdecode(row["path"]), row["name"], tuple(os.fsdecode(f) for f in row["folders"]),
+                        row["problem"], None if row["size"] is None else Stat(row["size"], row["mtime_ns"]),
+                        row["real"], seen,
+                    )
+
+    def _heads(self, known: Iterable[tuple[str, object]]) -> Iterator[tuple]:
+        """(place in the walk, size, time, agent ID, session ID) of each entry of `known` an entry of the
+        walk has, in the walk's order: `known` spooled, then joined with the walk by name."""
+        self.heads = Spool(self.spool.path.parent, "heads", self.HEADS)
+        try:
+            for name, seen in known:  # (an entry not shaped as a head is one of nulls: no file's)
+                if _unicode(name):  # (else no name of the walk's)
+                    self.heads.add(dict(zip(self.HEADS.names, (name, *(seen if _head_shaped(seen) else [None] * 4)))))
+        finally:
+            self.heads.close()
+        plain = " ".join(f"when suffix(w.name, {sql.quote('.jsonl' + s)}) then left(w.name, length(w.name) - {len(s)})"
+                         for s in COMPRESSED)
+        with connect(self.spool.path.parent) as con, self.spool.reader() as walk, self.heads.reader() as given:
+            con.register("walk", walk)
+            con.register("heads", given)
+            for batch in con.sql(f"""
+                    select w.i, h.size, h.mtime_ns, h.agent, h.session
+                    from walk w join heads h on h.name = case {plain} else w.name end
+                    order by w.i, h.i""").to_arrow_reader(batch_size=WALK_SLICE):
+                i, size, mtime, agent, session = (batch.column(n).to_pylist() for n in range(5))
+                yield from zip(i, size, mtime, agent, session)
+
+    def remove(self) -> None:
+        self.spool.remove()
+        if self.heads is not None:
+            self.heads.remove()
+
+
+def _head_shaped(seen: object) -> bool:
+    """Whether a head's entry is [size, time, ID or None, ID or None], its numbers within 64 bits (its IDs
+    are checked when it is used: `head_unchanged`, which takes none that is not ASCII)."""
+    return (isinstance(seen, list) and len(seen) == 4
+            and all(isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63 for v in seen[:2])
+            and all(v is None or isinstance(v, str) and v.isascii() for v in seen[2:]))
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # (a lone surrogate, which JSON's escapes can give)
+        return False
+    return True
+
+
+def walk(root: Path, prefix: str):
+    """Yield (path, shown name, folders below the root, problem or None, stat or None) for every file
+    below `root`, its path as text.
+
+    Symbolic links to folders are followed once: a link back to a folder already visited is
+    reported, not followed again. Files that are not regular (FIFOs, sockets, devices) are reported.
+    """
+    top = os.fspath(root)
+    if not os.path.isdir(top):
+        yield from _file_entry(top, prefix, ())
+        return
+    visited: dict[tuple[int, int], str] = {}
+    problems: list[tuple[str, str]] = []
+
+    def below(path: str) -> str:
+        # a path below the root, relative to it ("" for the root itself); os.walk joins onto `top`
+        return path[len(top):].lstrip(os.sep) if path.startswith(top) else os.path.relpath(path, top)
+
+    def on_error(exc: OSError) -> None:
+        rel = below(exc.filename) if exc.filename else ""
+        problems.append((_shown(prefix, rel), f"folder cannot be read ({exc.strerror})"))
+
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=on_error):
+        rel = below(dirpath)
+        shown = _shown(prefix, rel)
+        try:
+            st = os.stat(dirpath)
+        except OSError as exc:
+            problems.append((shown, f"folder cannot be read ({exc.strerror})"))
+            dirnames[:] = []
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in visited:
+            problems.append((shown, f"symbolic link loop: the same folder as {visited[key]}"))
+            dirnames[:] = []
+            continue
+        visited[key] = shown
+        # real folders before links to folders: a folder reached both ways keeps its own name
+        dirnames.sort(key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d))
+        folders = tuple(rel.split(os.sep)) if rel else ()
+        for filename in sorted(filenames):
+            yield from _file_entry(os.path.join(dirpath, filename), _shown(prefix, f"{rel}/{filename}" if rel else filename), folders)
+    for name, why in problems:
+        yield top, name, (), why, None
+
+
+def _shown(prefix: str, rel: str) -> str:
+    return prefix if rel in ("", ".") else f"{prefix}/{display(rel)}"
+
+
+def _file_entry(path: str, name: str, folders: tuple[str, ...]):
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        why = "broken symbolic link" if os.path.islink(path) else f"cannot be read ({exc.strerror})"
+        yield path, name, folders, why, None
+        return
+    if not stat.S_ISREG(st.st_mode):
+        yield path, name, folders, "not a regular file", st
+        return
+    yield path, name, folders, None, st
