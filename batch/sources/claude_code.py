@@ -201,7 +201,8 @@ def _distinct(names: Spool, path: Path) -> Path | None:
         return None
     with connect(names.path.parent) as con, names.reader() as given, path.open("w", encoding="utf-8") as fh:
         con.register("names", given)
-        for batch in con.sql("select distinct name from names order by name").to_arrow_reader(batch_size=WALK_SLICE):
+        con.execute("create temp table once as select distinct name from names")
+        for batch in con.sql("select name from once order by name").to_arrow_reader(batch_size=WALK_SLICE):
             fh.writelines(json.dumps({"name": name}) + "\n" for name in batch.column(0).to_pylist())
     return path
 
@@ -232,9 +233,10 @@ def _resolve_beside(found: Discovery, beside: Spool) -> None:
                              " and not exists (select 1 from plain p where p.path = b.transcript)").to_arrow_reader(
                 batch_size=WALK_SLICE):
             found.skipped += [(name, "sidecar without its transcript") for name in batch.column(0).to_pylist()]
-        rows = con.sql("""
+        con.execute("""create temp table compressed as
             select b.*, exists (select 1 from plain p where p.name = b.plain) as read_plain
-            from beside b where plain is not null order by i""").to_arrow_reader(batch_size=WALK_SLICE)
+            from beside b where plain is not null""")
+        rows = con.sql("select * from compressed order by i").to_arrow_reader(batch_size=WALK_SLICE)
         for batch in rows:
             for row in batch.to_pylist():
                 path, name, logical, suffix = os.fsdecode(row["path"]), row["name"], row["plain"], row["suffix"]

@@ -21,8 +21,7 @@ from batch import sql
 from batch.sources.base import COMPRESSED
 
 WALK_SLICE = 1024  # a walk's entries held before they are written to its spool (about 0.5 MB)
-# discovery's DuckDB, which joins and sorts its spools: it spills beyond (at 64 or 128 MiB, DuckDB could
-# not pin a block for some of its joins from 1 to 6 million files; docs/performance.md)
+# discovery's DuckDB, which joins and sorts its spools: it spills beyond (docs/performance.md)
 WALK_MEMORY = 256 << 20
 
 
@@ -98,7 +97,10 @@ class Spool:
 
 
 def connect(folder: Path) -> duckdb.DuckDBPyConnection:
-    """A DuckDB for discovery's queries over its spools, spilling into `folder` beyond `WALK_MEMORY`."""
+    """A DuckDB for discovery's queries over its spools, spilling into `folder` beyond `WALK_MEMORY`. Its
+    joins read DuckDB's tables and its sorts a join's result once it is a table: a join of Arrow
+    streams, or a join and a sort in one statement, could not spill from 1 to 6 million files
+    (`bench/discovery_spools.py`)."""
     return duckdb.connect(config={"memory_limit": f"{WALK_MEMORY >> 20}MiB", "temp_directory": str(folder)})
 
 
@@ -169,15 +171,19 @@ class Walk:
                     self.heads.add(dict(zip(self.HEADS.names, (name, *(seen if _head_shaped(seen) else [None] * 4)))))
         finally:
             self.heads.close()
-        plain = " ".join(f"when suffix(w.name, {sql.quote('.jsonl' + s)}) then left(w.name, length(w.name) - {len(s)})"
+        plain = " ".join(f"when suffix(name, {sql.quote('.jsonl' + s)}) then left(name, length(name) - {len(s)})"
                          for s in COMPRESSED)
-        with connect(self.spool.path.parent) as con, self.spool.reader() as walk, self.heads.reader() as given:
-            con.register("walk", walk)
-            con.register("heads", given)
-            for batch in con.sql(f"""
-                    select w.i, h.size, h.mtime_ns, h.agent, h.session
-                    from walk w join heads h on h.name = case {plain} else w.name end
-                    order by w.i, h.i""").to_arrow_reader(batch_size=WALK_SLICE):
+        with connect(self.spool.path.parent) as con:
+            # (DuckDB's tables first, and the join before the sort: `connect`)
+            with self.spool.reader() as walk, self.heads.reader() as given:
+                con.register("walk_spool", walk)
+                con.register("heads_spool", given)
+                con.execute(f"create temp table walk as select i, case {plain} else name end as name from walk_spool")
+                con.execute("create temp table heads as select * from heads_spool")
+            con.execute("""create temp table matched as
+                select w.i, h.i as j, h.size, h.mtime_ns, h.agent, h.session from walk w join heads h using (name)""")
+            for batch in con.sql("select i, size, mtime_ns, agent, session from matched order by i, j").to_arrow_reader(
+                    batch_size=WALK_SLICE):
                 i, size, mtime, agent, session = (batch.column(n).to_pylist() for n in range(5))
                 yield from zip(i, size, mtime, agent, session)
 
