@@ -171,6 +171,8 @@ class Walk:
                     self.heads.add(dict(zip(self.HEADS.names, (name, *(seen if _head_shaped(seen) else [None] * 4)))))
         finally:
             self.heads.close()
+        if not self.heads.count:
+            return
         plain = " ".join(f"when suffix(name, {sql.quote('.jsonl' + s)}) then left(name, length(name) - {len(s)})"
                          for s in COMPRESSED)
         with connect(self.spool.path.parent) as con:
