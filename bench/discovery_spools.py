@@ -76,7 +76,7 @@ def main() -> None:
         beside.close()
 
         def resolve() -> int:
-            claude_code._resolve_beside(found, beside)
+            claude_code._resolve_beside(found, beside, walked.con)
             return beside.count
 
         _measure("sidecars and compressed rollouts resolved", resolve)
@@ -85,7 +85,9 @@ def main() -> None:
         for i in range(n):
             names.add({"name": f"toolu_{i // 2:012d}.txt"})
         names.close()
-        _measure("tool results' names sorted once each", lambda: n if claude_code._distinct(names, folder / "n.jsonl") else 0)
+        _measure("tool results' names sorted once each",
+                 lambda: n if claude_code._distinct(names, folder / "n.jsonl", walked.con) else 0)
+        walked.remove()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from batch.sources.base import COMPRESSED, Loaded, Stream, decompressed_size, op
 from batch.sources.files import SCHEMA as FILES_SCHEMA
 from batch.sources.files import FileTable
 from batch.sources.skipped import Skipped
-from batch.sources.walk import WALK_SLICE, Spool, Stat, Walk, connect, display, root_names, walk
+from batch.sources.walk import WALK_SLICE, Spool, Stat, Walk, display, root_names, walk
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 AGENT_FILE_RE = re.compile(r"^agent-(.+)\.jsonl$")
@@ -182,28 +182,32 @@ def discover(
             found.files.add(*_classify(path, name, st, seen))
         except OSError as exc:
             found.skipped.append((name, f"cannot be read ({exc.strerror})"))
-    walked.remove()
     beside.close()
     tool_results.close()
     try:
-        _resolve_beside(found, beside)
-        found.tool_result_names = _distinct(tool_results, found.files.folder / "tool-results-found.jsonl")
+        _resolve_beside(found, beside, walked.con)
+        found.tool_result_names = _distinct(tool_results, found.files.folder / "tool-results-found.jsonl", walked.con)
     finally:
+        walked.remove()
         beside.remove()
         tool_results.remove()
     return found
 
 
-def _distinct(names: Spool, path: Path) -> Path | None:
-    """Write to `path` the names `names` holds, sorted, once each (JSON lines: `ToolResults`); None when
-    there are none."""
+def _distinct(names: Spool, path: Path, con: Callable[[], duckdb.DuckDBPyConnection]) -> Path | None:
+    """Write to `path` the names `names` holds, sorted, once each (JSON lines: `ToolResults`), with the
+    DuckDB `con()`; None when there are none."""
     if not names.count:
         return None
-    with connect(names.path.parent) as con, names.reader() as given, path.open("w", encoding="utf-8") as fh:
-        con.register("names", given)
-        con.execute("create temp table once as select distinct name from names")
-        for batch in con.sql("select name from once order by name").to_arrow_reader(batch_size=WALK_SLICE):
+    duck = con()
+    with names.reader() as given:
+        duck.register("names_spool", given)
+        duck.execute("create temp table names_once as select distinct name from names_spool")
+        duck.unregister("names_spool")
+    with path.open("w", encoding="utf-8") as fh:
+        for batch in duck.sql("select name from names_once order by name").to_arrow_reader(batch_size=WALK_SLICE):
             fh.writelines(json.dumps({"name": name}) + "\n" for name in batch.column(0).to_pylist())
+    duck.execute("drop table names_once")
     return path
 
 
@@ -214,41 +218,45 @@ _BESIDE = pa.schema([
 ])
 
 
-def _resolve_beside(found: Discovery, beside: Spool) -> None:
+def _resolve_beside(found: Discovery, beside: Spool, con: Callable[[], duckdb.DuckDBPyConnection]) -> None:
     """Skip the sidecars without their transcript, then add the compressed transcripts (Codex's
     `rollout-*.jsonl.zst`), each named as its plain form (the name without `.zst`): a file compressed or
     decompressed between runs is the same file. When both forms are there (Codex leaves them together for
-    a moment), the plain one is read, as Codex does (codex-format.md §14.2). Both are told by a DuckDB
-    query of the plain transcripts found, in the order the walk gave them."""
+    a moment), the plain one is read, as Codex does (codex-format.md §14.2). Both are told by queries of
+    the plain transcripts found on the DuckDB `con()`, in the order the walk gave them."""
     if not beside.count:
         return
     plain = pa.RecordBatchReader.from_batches(
         pa.schema([FILES_SCHEMA.field(c) for c in ("name", "path", "codec")]), found.files.batches(["name", "path", "codec"]))
-    with connect(beside.path.parent) as con, beside.reader() as given:
-        con.register("files", plain)
-        con.execute("create temp table plain as select name, path from files where codec is null")
-        con.register("spooled", given)
-        con.execute("create temp table beside as select * from spooled")
-        for batch in con.sql("select name from beside b where transcript is not null"
-                             " and not exists (select 1 from plain p where p.path = b.transcript)").to_arrow_reader(
-                batch_size=WALK_SLICE):
-            found.skipped += [(name, "sidecar without its transcript") for name in batch.column(0).to_pylist()]
-        con.execute("""create temp table compressed as
-            select b.*, exists (select 1 from plain p where p.name = b.plain) as read_plain
-            from beside b where plain is not null""")
-        rows = con.sql("select * from compressed order by i").to_arrow_reader(batch_size=WALK_SLICE)
-        for batch in rows:
-            for row in batch.to_pylist():
-                path, name, logical, suffix = os.fsdecode(row["path"]), row["name"], row["plain"], row["suffix"]
-                if row["read_plain"]:
-                    found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
-                    continue
-                seen = None if row["head"] is None else json.loads(row["head"])
-                try:
-                    found.files.add(*_classify(path[: -len(suffix)], logical, Stat(row["size"], row["mtime_ns"]), seen,
-                                               source=path, codec=COMPRESSED[suffix]))
-                except OSError as exc:
-                    found.skipped.append((name, f"cannot be read ({exc.strerror})"))
+    duck = con()
+    with beside.reader() as given:
+        duck.register("files_spool", plain)
+        duck.register("beside_spool", given)
+        duck.execute("create temp table plain as select name, path from files_spool where codec is null")
+        duck.execute("create temp table beside as select * from beside_spool")
+        duck.unregister("files_spool")
+        duck.unregister("beside_spool")
+    for batch in duck.sql("select name from beside b where transcript is not null"
+                          " and not exists (select 1 from plain p where p.path = b.transcript)").to_arrow_reader(
+            batch_size=WALK_SLICE):
+        found.skipped += [(name, "sidecar without its transcript") for name in batch.column(0).to_pylist()]
+    duck.execute("""create temp table compressed as
+        select b.*, exists (select 1 from plain p where p.name = b.plain) as read_plain
+        from beside b where plain is not null""")
+    duck.execute("drop table plain; drop table beside")
+    for batch in duck.sql("select * from compressed order by i").to_arrow_reader(batch_size=WALK_SLICE):
+        for row in batch.to_pylist():
+            path, name, logical, suffix = os.fsdecode(row["path"]), row["name"], row["plain"], row["suffix"]
+            if row["read_plain"]:
+                found.skipped.append((name, f"compressed copy of {logical}, which is read instead"))
+                continue
+            seen = None if row["head"] is None else json.loads(row["head"])
+            try:
+                found.files.add(*_classify(path[: -len(suffix)], logical, Stat(row["size"], row["mtime_ns"]), seen,
+                                           source=path, codec=COMPRESSED[suffix]))
+            except OSError as exc:
+                found.skipped.append((name, f"cannot be read ({exc.strerror})"))
+    duck.execute("drop table compressed")
 
 
 def _suffix(name: str) -> str:

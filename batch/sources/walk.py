@@ -123,6 +123,13 @@ class Walk:
     def __init__(self, folder: Path) -> None:
         self.spool = Spool(folder, "walk", self.SCHEMA)
         self.heads: Spool | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB of this discovery's queries (`connect`), made when first wanted."""
+        if self._con is None:
+            self._con = connect(self.spool.path.parent)
+        return self._con
 
     def add(self, path: str, name: str, folders: tuple[str, ...], problem: str | None, st: os.stat_result | None) -> None:
         real = None if problem else hashlib.blake2b(os.fsencode(os.path.realpath(path)), digest_size=16).digest()
@@ -136,10 +143,14 @@ class Walk:
 
     def shared(self) -> set[bytes]:
         """The real files that more than one entry reaches (their digests)."""
-        with connect(self.spool.path.parent) as con, self.spool.reader() as walk:
-            con.register("walk", walk)
-            return {real for real, in con.sql(
-                "select real from walk where real is not null group by real having count(*) > 1").fetchall()}
+        with self.spool.reader() as walk:
+            con = self.con()
+            con.register("walk_spool", walk)
+            try:
+                return {real for real, in con.sql(
+                    "select real from walk_spool where real is not null group by real having count(*) > 1").fetchall()}
+            finally:
+                con.unregister("walk_spool")
 
     def entries(
         self, known: Iterable[tuple[str, object]] | None = None,
@@ -175,21 +186,29 @@ class Walk:
             return
         plain = " ".join(f"when suffix(name, {sql.quote('.jsonl' + s)}) then left(name, length(name) - {len(s)})"
                          for s in COMPRESSED)
-        with connect(self.spool.path.parent) as con:
-            # (DuckDB's tables first, and the join before the sort: `connect`)
-            with self.spool.reader() as walk, self.heads.reader() as given:
-                con.register("walk_spool", walk)
-                con.register("heads_spool", given)
-                con.execute(f"create temp table walk as select i, case {plain} else name end as name from walk_spool")
-                con.execute("create temp table heads as select * from heads_spool")
-            con.execute("""create temp table matched as
-                select w.i, h.i as j, h.size, h.mtime_ns, h.agent, h.session from walk w join heads h using (name)""")
-            for batch in con.sql("select i, size, mtime_ns, agent, session from matched order by i, j").to_arrow_reader(
-                    batch_size=WALK_SLICE):
-                i, size, mtime, agent, session = (batch.column(n).to_pylist() for n in range(5))
-                yield from zip(i, size, mtime, agent, session)
+        con = self.con()
+        # (DuckDB's tables first, and the join before the sort: `connect`)
+        with self.spool.reader() as walk, self.heads.reader() as given:
+            con.register("walk_spool", walk)
+            con.register("heads_spool", given)
+            con.execute(f"create temp table walk_names as select i, case {plain} else name end as name from walk_spool")
+            con.execute("create temp table heads as select * from heads_spool")
+            con.unregister("walk_spool")
+            con.unregister("heads_spool")
+        con.execute("""create temp table matched as
+            select w.i, h.i as j, h.size, h.mtime_ns, h.agent, h.session from walk_names w join heads h using (name)""")
+        con.execute("drop table walk_names; drop table heads")
+        for batch in con.sql("select i, size, mtime_ns, agent, session from matched order by i, j").to_arrow_reader(
+                batch_size=WALK_SLICE):
+            i, size, mtime, agent, session = (batch.column(n).to_pylist() for n in range(5))
+            yield from zip(i, size, mtime, agent, session)
+        con.execute("drop table matched")
 
     def remove(self) -> None:
+        """Remove the spools and close the DuckDB."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
         self.spool.remove()
         if self.heads is not None:
             self.heads.remove()
