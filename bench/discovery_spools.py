@@ -2,12 +2,13 @@
 
     python bench/discovery_spools.py N [--memory-mb M]
 
-Builds, in a temporary folder, a walk of N transcripts (`sources.walk.Walk`), a previous run's heads of
+Builds, in a temporary folder, a walk of N transcripts (`sources.walk.Walk`; every other one reaching the
+same real file as the one before it, as a link or a source inside another would), a previous run's heads of
 N entries (half of them the walk's), a files table of the N transcripts, N/2 sidecars (half of them
 without their transcript) and N/4 compressed rollouts (half of them beside their plain form), and N
 names of persisted tool results (N/2 distinct). Then runs each query as discovery does and prints, per
 step, its wall and CPU seconds and the peak RSS (`VmHWM`, reset before it) above the RSS before it, in
-MiB: the heads joined to the walk (`Walk.entries`), the sidecars and compressed rollouts resolved
+MiB: the copies found and the heads joined to the walk (`Walk.entries`), the sidecars and compressed rollouts resolved
 (`claude_code._resolve_beside`), the tool results' names sorted once each (`claude_code._distinct`).
 `--memory-mb` sets discovery's DuckDB limit (`WALK_MEMORY`) instead of its default.
 """
@@ -55,10 +56,11 @@ def main() -> None:
         walked = walk.Walk(folder)
         for i in range(n):
             walked.spool.add({"path": f"/home/u/.claude/{_name(i)}".encode(), "name": _name(i), "folders": [FOLDER.encode()],
-                              "problem": None, "size": i, "mtime_ns": i, "real": i.to_bytes(16, "big")})
+                              "problem": None, "size": i, "mtime_ns": i, "real": (i // 2).to_bytes(16, "big")})
         walked.close()
         heads = ((_name(i), [i, i, None, f"{i:08d}-aaaa-4bbb-8ccc-dddddddddddd"]) for i in range(0, 2 * n, 2))
-        _measure("heads joined to the walk", lambda: sum(seen is not None for *_, seen in walked.entries(heads)))
+        _measure("copies found and heads joined to the walk",
+                 lambda: sum(seen is not None or copy is not None for *_, copy, seen in walked.entries(heads)))
 
         found = claude_code.Discovery(claude_code.FileTable(folder / "files"))
         for i in range(n):

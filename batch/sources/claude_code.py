@@ -143,21 +143,17 @@ def discover(
                 walked.add(*entry)
     finally:
         walked.close()
-    shared = walked.shared()
-    first: dict[bytes, str] = {}  # each real file more than one path reaches: the name it was first reached by
     # the sidecars and the compressed transcripts, resolved once every plain transcript is known; the
     # names of the persisted tool results
     beside = Spool(found.files.folder, "beside", _BESIDE)
     tool_results = Spool(found.files.folder, "tool-results", pa.schema([("name", pa.string())]))
-    for path, name, folders, problem, st, real, seen in walked.entries(known):
+    for path, name, folders, problem, st, copy_of, seen in walked.entries(known):
         if problem:
             found.skipped.append((name, problem))
             continue
-        if real in shared:
-            if real in first:
-                found.skipped.append((name, f"same file as {first[real]}"))
-                continue
-            first[real] = name
+        if copy_of is not None:
+            found.skipped.append((name, f"same file as {copy_of}"))
+            continue
         filename = os.path.basename(path)
         if "tool-results" in folders:
             tool_results.add({"name": display(filename)})

@@ -105,11 +105,11 @@ def connect(folder: Path) -> duckdb.DuckDBPyConnection:
 
 
 class Walk:
-    """A walk's entries (`walk`'s), spooled in order (`Spool`) and read back in that order; a DuckDB
-    query over the spool finds the real files that more than one entry reaches (symbolic links, a
-    source inside another). Discovery holds a slice of entries and the first names of those files, not
-    a record of every real path it saw. A previous discovery's heads are spooled beside it the same way
-    and joined with it by name (docs/performance.md, "A cluster run, on paper")."""
+    """A walk's entries (`walk`'s), spooled in order (`Spool`) and read back in that order; DuckDB
+    queries over the spool find the entries that reach a real file an entry before them reached
+    (symbolic links, a source inside another) and the name of that entry. Discovery holds a slice of
+    entries, not a record of every real path it saw. A previous discovery's heads are spooled beside it
+    the same way and joined with it by name (docs/performance.md, "A cluster run, on paper")."""
 
     SCHEMA = pa.schema([
         ("path", pa.binary()), ("name", pa.string()), ("folders", pa.list_(pa.binary())), ("problem", pa.string()),
@@ -141,40 +141,57 @@ class Walk:
     def close(self) -> None:
         self.spool.close()
 
-    def shared(self) -> set[bytes]:
-        """The real files that more than one entry reaches (their digests)."""
-        with self.spool.reader() as walk:
-            con = self.con()
-            con.register("walk_spool", walk)
-            try:
-                return {real for real, in con.sql(
-                    "select real from walk_spool where real is not null group by real having count(*) > 1").fetchall()}
-            finally:
-                con.unregister("walk_spool")
-
     def entries(
         self, known: Iterable[tuple[str, object]] | None = None,
-    ) -> Iterator[tuple[str, str, tuple[str, ...], str | None, Stat | None, bytes | None, list | None]]:
-        """(path, shown name, folders below the root, problem or None, stat or None, real, head or None) of
-        each entry, in order: its head is its entry of `known` (a previous discovery's heads), by its name
+    ) -> Iterator[tuple[str, str, tuple[str, ...], str | None, Stat | None, str | None, list | None]]:
+        """(path, shown name, folders below the root, problem or None, stat or None, copy of, head or None) of
+        each entry, in order: `copy of` is the name of the entry that first reached the same real file
+        (None for the first); its head is its entry of `known` (a previous discovery's heads), by its name
         or, compressed, by its plain form's (of a name `known` gives twice, the last entry, as JSON keeps it)."""
-        heads = iter(()) if known is None else self._heads(known)
-        head = next(heads, None)
+        self._copies()
+        self._heads(() if known is None else known)
+        con = self.con()
+        # (the two tables' rows by place in the walk, in one sort: a connection streams one result at a time)
+        found = con.sql("""
+            select i, name, null as j, null as size, null as mtime_ns, null as agent, null as session from copies
+            union all select i, null, j, size, mtime_ns, agent, session from matched
+            order by i, j nulls first""").to_arrow_reader(batch_size=WALK_SLICE)
+        given = (row for batch in found for row in zip(*(column.to_pylist() for column in batch.columns)))
+        nxt = next(given, None)
         with self.spool.reader() as walk:
             for batch in walk:
                 for row in batch.to_pylist():
-                    seen = None
-                    while head is not None and head[0] == row["i"]:  # (a name given twice: its last entry)
-                        seen, head = list(head[1:]), next(heads, None)
+                    first = seen = None
+                    while nxt is not None and nxt[0] == row["i"]:  # (a name the heads give twice: its last entry)
+                        if nxt[1] is not None:
+                            first = nxt[1]
+                        else:
+                            seen = list(nxt[3:])
+                        nxt = next(given, None)
                     yield (
                         os.fsdecode(row["path"]), row["name"], tuple(os.fsdecode(f) for f in row["folders"]),
                         row["problem"], None if row["size"] is None else Stat(row["size"], row["mtime_ns"]),
-                        row["real"], seen,
+                        first, seen,
                     )
+        con.execute("drop table copies; drop table matched")
 
-    def _heads(self, known: Iterable[tuple[str, object]]) -> Iterator[tuple]:
-        """(place in the walk, size, time, agent ID, session ID) of each entry of `known` an entry of the
-        walk has, in the walk's order: `known` spooled, then joined with the walk by name."""
+    def _copies(self) -> None:
+        """Make the table `copies` (place in the walk, name of the first): the entries that reach a real
+        file an entry before them reached."""
+        con = self.con()
+        # (a statement for each join and aggregate: `connect`)
+        with self.spool.reader() as walk:
+            con.register("walk_spool", walk)
+            con.execute("create temp table reals as select i, name, real from walk_spool where real is not null")
+            con.unregister("walk_spool")
+        con.execute("create temp table firsts as select real, min(i) as first from reals group by real having count(*) > 1")
+        con.execute("create temp table later as select r.i, f.first from reals r join firsts f using (real) where r.i > f.first")
+        con.execute("create temp table copies as select l.i, r.name from later l join reals r on r.i = l.first")
+        con.execute("drop table reals; drop table firsts; drop table later")
+
+    def _heads(self, known: Iterable[tuple[str, object]]) -> None:
+        """Make the table `matched` (place in the walk, place in `known`, size, time, agent ID, session ID):
+        the entries of `known` an entry of the walk has, `known` spooled, then joined with the walk by name."""
         self.heads = Spool(self.spool.path.parent, "heads", self.HEADS)
         try:
             for name, seen in known:  # (an entry not shaped as a head is one of nulls: no file's)
@@ -182,11 +199,9 @@ class Walk:
                     self.heads.add(dict(zip(self.HEADS.names, (name, *(seen if _head_shaped(seen) else [None] * 4)))))
         finally:
             self.heads.close()
-        if not self.heads.count:
-            return
+        con = self.con()
         plain = " ".join(f"when suffix(name, {sql.quote('.jsonl' + s)}) then left(name, length(name) - {len(s)})"
                          for s in COMPRESSED)
-        con = self.con()
         # (DuckDB's tables first, and the join before the sort: `connect`)
         with self.spool.reader() as walk, self.heads.reader() as given:
             con.register("walk_spool", walk)
@@ -198,11 +213,6 @@ class Walk:
         con.execute("""create temp table matched as
             select w.i, h.i as j, h.size, h.mtime_ns, h.agent, h.session from walk_names w join heads h using (name)""")
         con.execute("drop table walk_names; drop table heads")
-        for batch in con.sql("select i, size, mtime_ns, agent, session from matched order by i, j").to_arrow_reader(
-                batch_size=WALK_SLICE):
-            i, size, mtime, agent, session = (batch.column(n).to_pylist() for n in range(5))
-            yield from zip(i, size, mtime, agent, session)
-        con.execute("drop table matched")
 
     def remove(self) -> None:
         """Remove the spools and close the DuckDB."""
