@@ -149,13 +149,16 @@ class Walk:
         (None for the first); its head is its entry of `known` (a previous discovery's heads), by its name
         or, compressed, by its plain form's (of a name `known` gives twice, the last entry, as JSON keeps it)."""
         self._copies()
-        self._heads(() if known is None else known)
+        tables = ["copies"]
+        if known is not None:  # (no previous heads: no spool, no join)
+            self._heads(known)
+            tables.append("matched")
         con = self.con()
         # (the two tables' rows by place in the walk, in one sort: a connection streams one result at a time)
-        found = con.sql("""
-            select i, name, null as j, null as size, null as mtime_ns, null as agent, null as session from copies
-            union all select i, null, j, size, mtime_ns, agent, session from matched
-            order by i, j nulls first""").to_arrow_reader(batch_size=WALK_SLICE)
+        found = con.sql(
+            "select i, name, null as j, null as size, null as mtime_ns, null as agent, null as session from copies"
+            + (" union all select i, null, j, size, mtime_ns, agent, session from matched" if known is not None else "")
+            + " order by i, j nulls first").to_arrow_reader(batch_size=WALK_SLICE)
         given = (row for batch in found for row in zip(*(column.to_pylist() for column in batch.columns)))
         nxt = next(given, None)
         with self.spool.reader() as walk:
@@ -173,7 +176,7 @@ class Walk:
                         row["problem"], None if row["size"] is None else Stat(row["size"], row["mtime_ns"]),
                         first, seen,
                     )
-        con.execute("drop table copies; drop table matched")
+        con.execute("; ".join(f"drop table {t}" for t in tables))
 
     def _copies(self) -> None:
         """Make the table `copies` (place in the walk, name of the first): the entries that reach a real
