@@ -25,7 +25,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from batch.incremental.state import Batch, State
-from batch.sources.base import Told, Unit, fingerprint_entries, fingerprint_text
+from batch.sources.base import Told, Unit, fingerprint_entries, fingerprint_text, fingerprint_texts
 
 
 def part_id(owners: list[str] | tuple[str, ...]) -> str:
@@ -119,7 +119,7 @@ def given(current: dict[str, str | None], wanted: set[str]) -> set[str]:
     """The names among `wanted` that the fingerprints `current` give (each parsed only when some are wanted)."""
     if not wanted:
         return set()
-    return {e[0] for fp in current.values() for e in fingerprint_entries(fp) if e[0] in wanted}
+    return {e[0] for text in fingerprint_texts(current.values()) for e in fingerprint_entries(text) if e[0] in wanted}
 
 
 def unchanged(owner: str, fp: str | None, current: dict[str, str | Told | None], kept: frozenset[str]) -> bool:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from batch import reuse
 from batch.errors import OutputError
-from batch.incremental.state import Batch, State
+from batch.incremental.state import Batch, State, group_texts
 from batch.schema import TABLES_BY_NAME
 from batch.output.folder import WORK, Output
 from batch.output.parts import BatchFiles
@@ -48,7 +48,7 @@ class Piece:
 def path_owners(groups: Mapping[str, str | None]) -> dict[str, str | None]:
     """The group of each file the groups' fingerprints name (None: named by two groups)."""
     path_owner: dict[str, str | None] = {}
-    for owner, fp in groups.items():
+    for owner, fp in group_texts(groups):
         for name, *_ in fingerprint_entries(fp):
             path_owner[name] = owner if path_owner.get(name, owner) == owner else None
     return path_owner

@@ -24,9 +24,8 @@ from batch.incremental.carving import Piece, RowsByGroup, group_of, part_label
 from batch.incremental.state import Batch, State, pick
 from batch.schema import TABLES_BY_NAME
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries
+from batch.sources.base import CLAUDE_CODE, Unit, batches, fingerprint_entries, fingerprint_texts
 from batch.sources.claude_code import Discovery, ToolResults, head_unchanged, load_files
-from batch.sources.files import fingerprint_texts
 from batch.output.folder import WORK
 from batch.output.parts import BatchFiles, conform
 from batch.run import task

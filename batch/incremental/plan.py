@@ -17,8 +17,7 @@ from batch.output.layout import BATCHES
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
 from batch.sources import archive, registry
-from batch.sources.base import fingerprint_entries
-from batch.sources.files import fingerprint_texts
+from batch.sources.base import fingerprint_entries, fingerprint_texts
 from batch.sources.skipped import Skipped
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ def carry_gone_files(
     # still names one of its files of before)
     candidates = {}
     for o, fp in previous.owners().items():
-        if o in current:
+        if o in current and current[o] != fp:  # (the same fingerprint names the same files)
             paths, now = files(fp), {e[0] for e in fingerprint_entries(current[o])}
             if paths - now:
                 candidates[o] = paths, bool(paths & now)
@@ -107,14 +106,14 @@ def plan(
     # batches holding them are converted again, their kept groups from the output's copy of their files
     fixing = repair.Repair(output.recorded_files() if previous else None)
     fixing.damaged = integrity.damaged(output.out, fixing.recorded or (), verify=verify)
-    if previous is not None:  # a group unchanged since the previous run: one text of its fingerprint and
-        # of its owner, the state's (a fingerprint told when asked is told now, and held only when it is the state's)
+    if previous is not None:  # a group unchanged since the previous run: its owner's text is the state's, its
+        # fingerprint the state's (told from the state file when asked: `StoredFingerprint`), compared as text
         before = {o: (o, fp) for b in previous.batches for o, fp in b.groups.items()}
         ours = [unit for unit in units if unit.owner in before]
-        for unit, text in zip(ours, fingerprint_texts(u.fingerprint for u in ours)):
-            owner, fp = before[unit.owner]
-            if text == fp:
-                unit.owner, unit.fingerprint = owner, fp
+        now = fingerprint_texts(u.fingerprint for u in ours)
+        for unit, text, stored in zip(ours, now, fingerprint_texts(before[u.owner][1] for u in ours)):
+            if text == stored:
+                unit.owner, unit.fingerprint = before[unit.owner]
         del before
     owners_fp = reuse.fingerprints(units)
     if previous is not None and not prune and carry_gone_files(output, previous, found_all, owners_fp, fixing.damaged):

@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -26,7 +27,7 @@ from batch.errors import OutputError
 from batch.output.layout import STATE, STATE_LAYOUT
 from batch.schema import TABLES
 from batch.schema.work import WORK_SCHEMAS
-from batch.sources.base import fingerprint_of
+from batch.sources.base import Opened, fingerprint_of
 from batch.version import PRODUCER, VERSION
 
 # A group's fingerprint as stored: per file [name, size, modification time ns, sidecar digest], per
@@ -138,6 +139,113 @@ class StoredRows(Mapping):
         return len(self._rows())
 
 
+class StoredGroups(Mapping):
+    """A previous batch's groups (owner -> fingerprint), the fingerprints left in the state file: each
+    is where its text is in the file (`StoredFingerprint`), read when compared or parsed, so that a
+    re-run holds no fingerprint text for the groups it reuses (docs/performance.md, "A cluster run, on
+    paper"). In owner order; a fingerprint of None is held as such."""
+
+    __slots__ = ("path", "index", "spans")
+
+    def __init__(self, path: Path, spans: dict[str, tuple[int, int] | None]) -> None:
+        self.path, self.index, self.spans = path, {}, array("q")
+        for n, (owner, span) in enumerate(sorted(spans.items())):
+            self.index[owner] = n
+            self.spans.extend(span or (-1, -1))
+
+    def __getitem__(self, owner: str) -> StoredFingerprint | None:
+        n = self.index[owner]
+        return None if self.spans[2 * n] < 0 else StoredFingerprint(self, n)
+
+    def __contains__(self, owner: object) -> bool:
+        return owner in self.index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def keys(self):
+        return self.index.keys()
+
+    def text(self, n: int, opened: Opened | None = None) -> str:
+        """The text of the `n`th group's fingerprint, as the file holds it (read from `opened`'s file when given)."""
+        if opened is None:
+            return self.texts([n])[0]
+        fh = opened.get(self.path, lambda stack: stack.enter_context(open(self.path, "rb")))
+        start, end = self.spans[2 * n], self.spans[2 * n + 1]
+        fh.seek(start)
+        return self._checked([fh.read(end - start)])[0]
+
+    def texts(self, ns: list[int] | None = None) -> list[str | None]:
+        """The fingerprints' texts of the groups `ns` (by place; all by default), read in one read."""
+        ns = range(len(self.index)) if ns is None else ns
+        held = [n for n in ns if self.spans[2 * n] >= 0]
+        if not held:
+            return [None] * len(ns)
+        low, high = min(self.spans[2 * n] for n in held), max(self.spans[2 * n + 1] for n in held)
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(low)
+                data = fh.read(high - low)
+        except OSError as exc:
+            raise OutputError(f"{self.path} changed while this run read it: run it again") from exc
+        return self._checked([None if self.spans[2 * n] < 0 else data[self.spans[2 * n] - low : self.spans[2 * n + 1] - low]
+                              for n in ns])
+
+    def _checked(self, texts: list[bytes | None]) -> list[str | None]:
+        """Fingerprints' texts as read (None for none), when they are still JSON arrays of ASCII."""
+        if not all(t is None or (t.isascii() and t.startswith(b"[") and t.endswith(b"]")) for t in texts):
+            raise OutputError(f"{self.path} changed while this run read it: run it again")
+        return [None if t is None else t.decode() for t in texts]
+
+    def fingerprint_texts(self) -> dict[str, str | None]:
+        """Every group's fingerprint as text, by owner (one read of the file)."""
+        return dict(zip(self.index, self.texts()))
+
+    def __reduce__(self):  # (pickled as where the texts are: a task on another worker reads them there)
+        return _stored_groups, (self.path, self.index, self.spans)
+
+
+def _stored_groups(path: Path, index: dict[str, int], spans: array) -> StoredGroups:
+    groups = StoredGroups(path, {})
+    groups.index, groups.spans = index, spans
+    return groups
+
+
+class StoredFingerprint:
+    """A fingerprint of a previous batch's group, its text in the state file (`StoredGroups`): told
+    when asked (`fingerprint_of`), equal to another fingerprint of the same text."""
+
+    __slots__ = ("groups", "n")
+
+    def __init__(self, groups: StoredGroups, n: int) -> None:
+        self.groups, self.n = groups, n
+
+    def fingerprint_text(self, opened: Opened | None = None) -> str:
+        return self.groups.text(self.n, opened)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredFingerprint):
+            return (other.groups is self.groups and other.n == self.n) or other.fingerprint_text() == self.fingerprint_text()
+        if isinstance(other, str):
+            return other == self.fingerprint_text()
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredFingerprint({self.fingerprint_text()})"
+
+
+def group_texts(groups: Mapping[str, object]) -> Iterator[tuple[str, str | None]]:
+    """Each group's fingerprint as text (`fingerprint_of`), by owner; those of a stored batch read at once."""
+    if isinstance(groups, StoredGroups):
+        return iter(groups.fingerprint_texts().items())
+    return ((o, fingerprint_of(fp)) for o, fp in groups.items())
+
+
 class StoredItems:
     """An object of the previous state held by the file, not in memory: the groups' `reads` (owner ->
     [last read at, found by its run]) or discovery's `heads` (file name -> [size, modification time,
@@ -192,7 +300,9 @@ class Batch:
     def __post_init__(self) -> None:
         if not isinstance(self.inputs, InputEntries):
             object.__setattr__(self, "inputs", InputEntries(self.inputs))
-        if any(fp is not None and not isinstance(fp, str) for fp in self.groups.values()):
+        if not isinstance(self.groups, StoredGroups) and any(
+            fp is not None and not isinstance(fp, str) for fp in self.groups.values()
+        ):
             object.__setattr__(self, "groups", {
                 o: fingerprint_of(fp) for o, fp in self.groups.items()
             })
@@ -204,7 +314,7 @@ class Batch:
         """The batch as the state file holds it (`inputs`, `groups`: with their entries parsed, else empty)."""
         return {
             "part": self.part,
-            "groups": {o: None if fp is None else json.loads(fp) for o, fp in self.groups.items()} if groups else {},
+            "groups": {o: None if fp is None else json.loads(fp) for o, fp in group_texts(self.groups)} if groups else {},
             "inputs": list(self.inputs) if inputs else [],
             "skipped": [list(s) for s in self.skipped],
             "counts": dict(self.counts),
@@ -214,9 +324,10 @@ class Batch:
         }
 
     @staticmethod
-    def from_json(value: object, stored: Stored | None = None) -> Batch:
+    def from_json(value: object, stored: Stored | None = None, text: str | None = None) -> Batch:
         """A batch entry as a state file holds it; ValueError when it is not one. `stored`: where it is
-        in that file, its inputs and rows then read from there when wanted."""
+        in that file, its inputs and rows then read from there when wanted, and its groups' fingerprints
+        too when `text`, the entry's text, is as `write` writes it (`StoredGroups`)."""
         if not isinstance(value, dict):
             raise ValueError("a batch is not an object")
         part, groups, inputs = value.get("part"), value.get("groups"), value.get("inputs")
@@ -237,8 +348,11 @@ class Batch:
         groups = {o: None if fp is None else _dumps(fp) for o, fp in groups.items()}
         if stored is not None:
             inputs, rows = StoredInputs(stored, len(inputs)), None if rows is None else StoredRows(stored, len(groups))
+            spans = None if text is None else _group_spans(part, groups, text, stored.start)
+            if spans is not None:
+                groups = StoredGroups(stored.path, spans)
         return Batch(
-            part, dict(sorted(groups.items())), inputs if stored else tuple(inputs),
+            part, groups if isinstance(groups, StoredGroups) else dict(sorted(groups.items())), inputs if stored else tuple(inputs),
             tuple((str(a), str(b)) for a, b in skipped), dict(counts), tuple(work), rows, written_by,
         )
 
@@ -302,7 +416,7 @@ def read(out: Path) -> State | None:
         def batch(entry: object, start: int, end: int) -> Batch:
             # (while every character read is ASCII, as `write` writes the file, offsets in characters are in bytes)
             where = Stored(path, start, end, entry.get("part")) if source.ascii and isinstance(entry, dict) else None
-            return Batch.from_json(entry, where)
+            return Batch.from_json(entry, where, source.slice(start, end) if where else None)
 
         with open(path, encoding="utf-8", newline="") as fh:
             source = _Text(fh)
@@ -388,6 +502,10 @@ class _Text:
                 raise
             if end < len(self.text) or not self._more():
                 return value, end + self.base
+
+    def slice(self, start: int, end: int) -> str:
+        """The text from `start` to `end`, read and not let go of yet."""
+        return self.text[start - self.base : end - self.base]
 
     def release(self, i: int) -> None:
         """Let go of the text before `i` (once it is a slice's worth)."""
@@ -536,10 +654,27 @@ def _write_items(fh, items: Iterable[tuple[str, object]]) -> None:
 _SLICE = 4096  # entries of a mapping encoded at once (`write`)
 
 
+def _group_spans(part: str, groups: dict[str, str | None], text: str, start: int) -> dict[str, tuple[int, int] | None] | None:
+    """Where each group's fingerprint text is in the state file, its batch's entry `text` starting at
+    `start` (None for a fingerprint of None); None when the entry does not begin as `write` writes it."""
+    at = len(head := '{"part":' + _dumps(part) + ',"groups":{')
+    if not text.startswith(head):
+        return None
+    spans = {}
+    for n, (owner, fp) in enumerate(groups.items()):
+        key = ("," if n else "") + _dumps(owner) + ":"
+        if not text.startswith(key + ("null" if fp is None else fp), at):
+            return None
+        at += len(key)
+        spans[owner] = None if fp is None else (start + at, start + at + len(fp))
+        at += 4 if fp is None else len(fp)
+    return spans if text.startswith("}", at) else None
+
+
 def _batch_text(b: Batch) -> str:
     """A batch's entry as the state file holds it: `json.dumps(b.to_json())` with the state's separators."""
     entry = b.to_json(inputs=False, groups=False)
-    groups = "{" + ",".join(_dumps(o) + ":" + ("null" if fp is None else fp) for o, fp in b.groups.items()) + "}"
+    groups = "{" + ",".join(_dumps(o) + ":" + ("null" if fp is None else fp) for o, fp in group_texts(b.groups)) + "}"
     return "{" + ",".join(
         _dumps(k) + ":" + (b.inputs.json_text() if k == "inputs" else groups if k == "groups" else _dumps(v))
         for k, v in entry.items()

@@ -19,9 +19,8 @@ from batch.run import executors, task
 from batch.run.finalize import SOURCE_LOSSES
 from batch.run.memory import Stop, large_groups_message, largest_line
 from batch.sources import registry
-from batch.sources.base import Unit, batches, fingerprint_entries
+from batch.sources.base import Unit, batches, fingerprint_entries, fingerprint_texts
 from batch.sources.claude_code import ToolResults
-from batch.sources.files import fingerprint_texts
 from batch.sources.skipped import Skipped
 
 

@@ -11,12 +11,13 @@ mismatch), which reach the `losses` table like line-level losses do.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
 import os
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -182,10 +183,24 @@ def fingerprint_text(entries: Iterable) -> str:
                       separators=(",", ":"))
 
 
-class Told(Protocol):
-    """A fingerprint told when asked (sources/files.py `Rows`)."""
+class Opened:
+    """The files fingerprints are told from, each opened once (`fingerprint_texts`) and closed together."""
 
-    def fingerprint_text(self) -> str: ...
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.stack, self.files = stack, {}
+
+    def get(self, key: object, open_: Callable[[contextlib.ExitStack], object]) -> object:
+        """The file `key`, opened by `open_` (which enters it into the stack) the first time it is wanted."""
+        if key not in self.files:
+            self.files[key] = open_(self.stack)
+        return self.files[key]
+
+
+class Told(Protocol):
+    """A fingerprint told when asked, from a file (sources/files.py `Rows`, the reuse state's
+    `StoredFingerprint`): opened now, or taken from `opened`."""
+
+    def fingerprint_text(self, opened: Opened | None = None) -> str: ...
 
 
 def fingerprint_of(fingerprint: tuple | str | Told | None) -> str | None:
@@ -195,6 +210,18 @@ def fingerprint_of(fingerprint: tuple | str | Told | None) -> str | None:
     if isinstance(fingerprint, (tuple, list)):
         return fingerprint_text(fingerprint)
     return fingerprint.fingerprint_text()
+
+
+def fingerprint_texts(fingerprints: Iterable) -> Iterator[str | None]:
+    """`fingerprint_of` of each fingerprint, in order; those told when asked told with each file they
+    are told from opened once."""
+    with contextlib.ExitStack() as stack:
+        opened = Opened(stack)
+        for fp in fingerprints:
+            if fp is None or isinstance(fp, (str, tuple, list)):
+                yield fingerprint_of(fp)
+            else:
+                yield fp.fingerprint_text(opened)
 
 
 def fingerprint_entries(fingerprint: tuple | str | Told | None) -> list:

@@ -20,13 +20,13 @@ import shutil
 import tempfile
 import weakref
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batch.sources.base import CLAUDE_CODE, Loaded, Stream, Unit, fingerprint_of, fingerprint_text
+from batch.sources.base import CLAUDE_CODE, Loaded, Opened, Stream, Unit, fingerprint_text, fingerprint_texts
 
 SCHEMA = pa.schema([
     # a path as the file system gives it, whatever its bytes (os.fsencode)
@@ -252,11 +252,18 @@ class Rows:
     def __call__(self) -> Loaded:
         return Loaded([_stream(row) for row in self._rows(list(STREAM_FIELDS))])
 
-    def fingerprint_text(self) -> str:
+    def fingerprint_text(self, opened: Opened | None = None) -> str:
         """The unit's fingerprint (`fingerprint_text`): per file, its name, size, modification time and
         sidecar digest (none for a Codex rollout). Told from the rows when asked, not held: the run holds
-        a group's fingerprint only when it is the previous output's (docs/performance.md)."""
-        return next(fingerprint_texts([self]))
+        a group's fingerprint only when it is the previous output's (docs/performance.md). `opened`:
+        the sorted file opened already, for many units' (`fingerprint_texts`)."""
+        if opened is None:
+            return next(fingerprint_texts([self]))
+        file = opened.get(self.path, lambda stack: pa.ipc.open_file(stack.enter_context(pa.memory_map(self.path))))
+        return fingerprint_text(
+            [r["name"], r["size"], r["mtime_ns"], r["sidecar_sha256"] if r["producer_source"] == CLAUDE_CODE else None]
+            for r in self._rows(_FINGERPRINTED, file)
+        )
 
     def _rows(self, columns: list[str], file: pa.ipc.RecordBatchFileReader | None = None) -> list[dict]:
         """Its rows, of `columns` (read from `file`, the sorted file opened already, when given)."""
@@ -270,23 +277,6 @@ class Rows:
 
 
 _FINGERPRINTED = ["name", "size", "mtime_ns", "sidecar_sha256", "producer_source"]
-
-
-def fingerprint_texts(fingerprints: Iterable) -> Iterator[str | None]:
-    """`fingerprint_of` of each fingerprint, in order; those told from rows of the files table
-    (`Rows`) read with each file opened once."""
-    with contextlib.ExitStack() as stack:
-        files: dict[str, pa.ipc.RecordBatchFileReader] = {}
-        for fp in fingerprints:
-            if not isinstance(fp, Rows):
-                yield fingerprint_of(fp)
-                continue
-            if fp.path not in files:
-                files[fp.path] = pa.ipc.open_file(stack.enter_context(pa.memory_map(fp.path)))
-            yield fingerprint_text(
-                [r["name"], r["size"], r["mtime_ns"], r["sidecar_sha256"] if r["producer_source"] == CLAUDE_CODE else None]
-                for r in fp._rows(_FINGERPRINTED, files[fp.path])
-            )
 
 
 def _stream(row: dict) -> Stream:

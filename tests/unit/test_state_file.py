@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
 from batch.errors import OutputError
 from batch.incremental import state as st
 from batch.incremental.state import Batch, State
+from batch.sources.base import fingerprint_of, fingerprint_texts
 
 
 def _state(n: int) -> State:
@@ -79,6 +81,39 @@ def test_read_keeps_where_each_batch_is_and_reads_its_inputs_and_rows_from_there
         list(back.batches[2].inputs)
 
 
+def test_read_leaves_the_groups_fingerprints_in_the_file_and_tells_them_when_asked(tmp_path):
+    """A re-run holds where each previous group's fingerprint is, not its text (`StoredGroups`)."""
+    entries = {
+        "owner-b": [["b/2.jsonl", 6, 8, "ab"], ["b/1.jsonl", 5, 7, None]],
+        "owner-a": None,
+        "owner-\u00e9": [["\u00e9.jsonl", 1, 2, None]],
+    }
+    # as the state holds them: the entries sorted by their JSON text, in one compact array
+    texts = {o: None if e is None else json.dumps(sorted(e, key=json.dumps), separators=(",", ":")) for o, e in entries.items()}
+    state = State("key", None, {}, {}, (Batch("p0", {"owner-z": [["z.jsonl", 1, 1, None]]}, (), (), {}),
+                                        Batch("p1", entries, (), (), {"records": 3})), {}, None)
+    st.write(tmp_path, state)
+    back = st.read(tmp_path)
+    groups = back.batches[1].groups
+    assert isinstance(groups, st.StoredGroups) and list(groups) == sorted(entries) and len(groups) == 3
+    assert groups["owner-a"] is None and "owner-b" in groups and "owner-z" not in groups
+    assert {o: fingerprint_of(groups[o]) for o in groups} == texts
+    assert groups["owner-b"] == texts["owner-b"] and groups["owner-b"] == groups["owner-b"]
+    assert groups["owner-b"] != groups["owner-\u00e9"] and groups["owner-b"] != texts["owner-\u00e9"]
+    assert list(fingerprint_texts([groups["owner-\u00e9"], "x", None, groups["owner-b"]])) == [
+        texts["owner-\u00e9"], "x", None, texts["owner-b"]]
+    assert back.batches == state.batches and pickle.loads(pickle.dumps(back.batches[1])) == state.batches[1]
+    again = tmp_path / "again"
+    again.mkdir()
+    st.write(again, back)  # written again from where the texts are: the same state (its groups in owner order)
+    assert json.loads((again / "_reuse.json").read_bytes()) == json.loads((tmp_path / "_reuse.json").read_bytes())
+    # the file changed under the run (by hand: a run holds the output's lock): said, not read as another text
+    path = tmp_path / "_reuse.json"
+    path.write_text(" " * 40 + path.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(OutputError, match="changed while this run read it"):
+        fingerprint_of(groups["owner-b"])
+
+
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["escaped", "unescaped"])
 @pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["LF", "CRLF"])
 def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only, newline):
@@ -91,6 +126,7 @@ def test_a_state_file_laid_out_otherwise_reads_the_same(tmp_path, ascii_only, ne
     assert back is not None and back.batches == state.batches and dict(back.heads.items()) == dict(state.heads)
     assert dict(back.reads.items()) == state.reads
     assert all(isinstance(b.inputs, st.StoredInputs) is ascii_only for b in back.batches)
+    assert not any(isinstance(b.groups, st.StoredGroups) for b in back.batches)  # (held: not where `write` puts them)
     assert [list(b.inputs) for b in back.batches] == [list(b.inputs) for b in state.batches]
 
 
