@@ -163,25 +163,23 @@ def _write_prices(con: duckdb.DuckDBPyConnection, overrides: pl.DataFrame | None
 
 
 def write_catalog(
-    folder: Path, out: Path, *, overrides: pl.DataFrame | None = None, db: duckdb.DuckDBPyConnection | None = None,
+    folder: Path, out: Path, *, overrides: pl.DataFrame | None = None, memory: int | None = None,
 ) -> None:
     """Write `folder`/asr.duckdb with views over the tables as they will stand in `out`.
 
     The tables must already be in `folder`: the views are bound against them. `overrides`: the
-    rows of a price file (`read_prices`), over those of genai-prices and data/pricing.csv. `db`: a
-    DuckDB to compute the stored views in (the final stage's, under its memory limit), else one
-    of CATALOG_MEMORY.
+    rows of a price file (`read_prices`), over those of genai-prices and data/pricing.csv. `memory`:
+    DuckDB's limit while the stored views are computed (CATALOG_MEMORY by default).
     """
     path = folder / CATALOG
     partial = folder / f".{CATALOG}.partial"
     partial.unlink(missing_ok=True)
     try:
         # the stored views (inference_costs: a row per response) are computed within a memory limit,
-        # spilling into the output's _spill/ beyond it, as the final stage does: in the final stage's
-        # DuckDB (a connection of its own, `cursor`), one limit for both (decisions/017)
-        with (db.cursor() if db is not None else
-              duckdb.connect(config={"memory_limit": f"{CATALOG_MEMORY >> 20}MiB",
-                                     "temp_directory": str(folder / SPILL)})) as con:
+        # spilling into the output's _spill/ beyond it, as the final stage does (decisions/017)
+        with duckdb.connect(config={"memory_limit": f"{(memory or CATALOG_MEMORY) >> 20}MiB",
+                                    "temp_directory": str(folder / SPILL)}) as con:
+            con.execute("set enable_progress_bar = false")  # (the CLI draws its own)
             con.execute(f"attach {quote(str(partial))} as catalog (storage_version '{STORAGE_VERSION}')")
             con.execute("use catalog")
             con.execute(f"set variable {ROOT} = $root", {"root": str(folder.resolve())})
@@ -195,12 +193,11 @@ def write_catalog(
                 except duckdb.Error as exc:
                     raise BatchError(f"sql/views/{name}.sql failed: {exc}") from exc
             con.execute("use memory")
-            con.execute("detach catalog")  # written and closed, whoever owns the DuckDB
+            con.execute("detach catalog")
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-        if db is None:  # the DuckDB of its own spilled there
-            shutil.rmtree(folder / SPILL, ignore_errors=True)
+        shutil.rmtree(folder / SPILL, ignore_errors=True)  # (DuckDB spilled there)
 
 
 def built_root(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -178,13 +178,13 @@ class Output:
 
     def commit(
         self, manifest: dict | None = None, known: Iterable[tuple[str, list]] = (), *,
-        overrides: pl.DataFrame | None = None, db: duckdb.DuckDBPyConnection | None = None,
+        overrides: pl.DataFrame | None = None, memory: int | None = None,
     ) -> None:
         """Drop intermediates, fill empty tables, write `manifest` with every part file's size and
         SHA-256 (`files`: `known` gives those of the parts taken intact from the previous output, see
         batch/output/integrity.py), build the catalog (the previous one when it was reused and no
-        price file's rows, `overrides`, are given; in the DuckDB `db` when given), and swap the new
-        output in.
+        price file's rows, `overrides`, are given; its stored views within `memory`, `CATALOG_MEMORY` by
+        default), and swap the new output in.
 
         The new output is complete, catalog included, before the swap. On Linux the swap is one
         atomic exchange of the two folders (renameat2 RENAME_EXCHANGE); elsewhere it is two
@@ -201,7 +201,7 @@ class Output:
             files = manifest_file.write_object(self.spill / "files.json", integrity.seal(self.tmp, self.out, known))
             self.write_manifest({**manifest, "files": files})
         if overrides is not None or not self._catalog_reused:
-            write_catalog(self.tmp, self.out, overrides=overrides, db=db)
+            write_catalog(self.tmp, self.out, overrides=overrides, memory=memory)
         # the work tables stay: an incremental run reads those of the batches it reuses
         _remove_ours(self.tmp, spill=True, within=SPILL)
         if self.out.exists():

@@ -6,7 +6,6 @@ catalog, and swaps the output in (docs/architecture.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 import polars as pl
@@ -93,24 +92,23 @@ def finish(output: Output, settled: Settled, *, memory: int | None, overrides: p
     """The final stage (or the previous one's, when nothing changed), the manifest and the swap;
     return the manifest."""
     s = settled
-    with ExitStack() as stack:
-        db = None
-        if s.previous_manifest is not None:
-            # nothing changed: the final tables and what the manifest reports of them are the previous ones
-            output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
-            output.reuse_catalog()  # its views and stored tables read the same files
-            # (the inputs are those its batches recorded, as they were then)
-            manifest = {**s.previous_manifest, "inputs": s.inputs.text, "skipped": final.skipped_entries(output, s.skipped),
-                        "reuse": s.summary, "replaced": [], "not_converted": []}
-        else:
-            # one DuckDB for the final stage and the catalog after it: one memory limit for both (decisions/017)
-            db = stack.enter_context(connect(spill=output.spill, memory=memory or FINAL_MEMORY))
+    if s.previous_manifest is not None:
+        # nothing changed: the final tables and what the manifest reports of them are the previous ones
+        output.reuse(f"{0:05d}", final.FINAL_TABLE_NAMES, [])
+        output.reuse_catalog()  # its views and stored tables read the same files
+        # (the inputs are those its batches recorded, as they were then)
+        manifest = {**s.previous_manifest, "inputs": s.inputs.text, "skipped": final.skipped_entries(output, s.skipped),
+                    "reuse": s.summary, "replaced": [], "not_converted": []}
+    else:
+        # the final stage's DuckDB is closed before the catalog opens its own, under the same limit: what
+        # DuckDB kept of the stage's spilled tables is let go of (decisions/017)
+        with connect(spill=output.spill, memory=memory or FINAL_MEMORY) as db:
             final_counts, unassigned, absent, source_losses = final.finalize(
                 db, output, s.run_frames, s.sources_read, s.as_written)
-            counts = {k: s.counts.get(k, 0) + final_counts.get(k, 0) for k in s.counts.keys() | final_counts.keys()}
-            manifest = final.manifest(output, s.inputs, s.skipped, counts, unassigned, absent, s.imports, source_losses, s.summary)
-        for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
-            manifest.pop(key, None)
-        manifest.update(s.entries)
-        output.commit(manifest, known=s.known, overrides=overrides, db=db)
+        counts = {k: s.counts.get(k, 0) + final_counts.get(k, 0) for k in s.counts.keys() | final_counts.keys()}
+        manifest = final.manifest(output, s.inputs, s.skipped, counts, unassigned, absent, s.imports, source_losses, s.summary)
+    for key in ("carried", "damaged"):  # the previous run's, when its manifest is taken
+        manifest.pop(key, None)
+    manifest.update(s.entries)
+    output.commit(manifest, known=s.known, overrides=overrides, memory=memory or FINAL_MEMORY)
     return manifest
