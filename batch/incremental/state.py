@@ -143,7 +143,8 @@ class StoredGroups(Mapping):
     """A previous batch's groups (owner -> fingerprint), the fingerprints left in the state file: each
     is where its text is in the file (`StoredFingerprint`), read when compared or parsed, so that a
     re-run holds no fingerprint text for the groups it reuses (docs/performance.md, "A cluster run, on
-    paper"). In owner order; a fingerprint of None is held as such."""
+    paper"). In owner order; a fingerprint of None is held as such. Pickled as the places: a task on
+    another worker reads the texts there."""
 
     __slots__ = ("path", "index", "spans")
 
@@ -204,14 +205,6 @@ class StoredGroups(Mapping):
         """Every group's fingerprint as text, by owner (one read of the file)."""
         return dict(zip(self.index, self.texts()))
 
-    def __reduce__(self):  # (pickled as where the texts are: a task on another worker reads them there)
-        return _stored_groups, (self.path, self.index, self.spans)
-
-
-def _stored_groups(path: Path, index: dict[str, int], spans: array) -> StoredGroups:
-    groups = StoredGroups(path, {})
-    groups.index, groups.spans = index, spans
-    return groups
 
 
 class StoredFingerprint:
