@@ -317,10 +317,10 @@ class Batch:
         }
 
     @staticmethod
-    def from_json(value: object, stored: Stored | None = None, text: str | None = None) -> Batch:
+    def from_json(value: object, stored: Stored | None = None, read: Callable[[int], str] | None = None) -> Batch:
         """A batch entry as a state file holds it; ValueError when it is not one. `stored`: where it is
         in that file, its inputs and rows then read from there when wanted, and its groups' fingerprints
-        too when `text`, the entry's text, is as `write` writes it (`StoredGroups`)."""
+        too when its text begins as `write` writes it (`read(n)`: its first `n` characters; `StoredGroups`)."""
         if not isinstance(value, dict):
             raise ValueError("a batch is not an object")
         part, groups, inputs = value.get("part"), value.get("groups"), value.get("inputs")
@@ -341,7 +341,7 @@ class Batch:
         groups = {o: None if fp is None else _dumps(fp) for o, fp in groups.items()}
         if stored is not None:
             inputs, rows = StoredInputs(stored, len(inputs)), None if rows is None else StoredRows(stored, len(groups))
-            spans = None if text is None else _group_spans(part, groups, text, stored.start)
+            spans = None if read is None else _group_spans(part, groups, read, stored.start)
             if spans is not None:
                 groups = StoredGroups(stored.path, spans)
         return Batch(
@@ -409,7 +409,7 @@ def read(out: Path) -> State | None:
         def batch(entry: object, start: int, end: int) -> Batch:
             # (while every character read is ASCII, as `write` writes the file, offsets in characters are in bytes)
             where = Stored(path, start, end, entry.get("part")) if source.ascii and isinstance(entry, dict) else None
-            return Batch.from_json(entry, where, source.slice(start, end) if where else None)
+            return Batch.from_json(entry, where, lambda n: source.slice(start, min(start + n, end)))
 
         with open(path, encoding="utf-8", newline="") as fh:
             source = _Text(fh)
@@ -647,21 +647,21 @@ def _write_items(fh, items: Iterable[tuple[str, object]]) -> None:
 _SLICE = 4096  # entries of a mapping encoded at once (`write`)
 
 
-def _group_spans(part: str, groups: dict[str, str | None], text: str, start: int) -> dict[str, tuple[int, int] | None] | None:
-    """Where each group's fingerprint text is in the state file, its batch's entry `text` starting at
-    `start` (None for a fingerprint of None); None when the entry does not begin as `write` writes it."""
-    at = len(head := '{"part":' + _dumps(part) + ',"groups":{')
-    if not text.startswith(head):
-        return None
-    spans = {}
+def _group_spans(
+    part: str, groups: dict[str, str | None], read: Callable[[int], str], start: int,
+) -> dict[str, tuple[int, int] | None] | None:
+    """Where each group's fingerprint text is in the state file, its batch's entry starting at `start`
+    (None for a fingerprint of None); None when the entry does not begin as `write` writes it (`read(n)`:
+    its first `n` characters)."""
+    pieces, spans = ['{"part":' + _dumps(part) + ',"groups":{'], {}
+    at = len(pieces[0])
     for n, (owner, fp) in enumerate(groups.items()):
-        key = ("," if n else "") + _dumps(owner) + ":"
-        if not text.startswith(key + ("null" if fp is None else fp), at):
-            return None
-        at += len(key)
-        spans[owner] = None if fp is None else (start + at, start + at + len(fp))
-        at += 4 if fp is None else len(fp)
-    return spans if text.startswith("}", at) else None
+        key, value = ("," if n else "") + _dumps(owner) + ":", "null" if fp is None else fp
+        spans[owner] = None if fp is None else (start + at + len(key), start + at + len(key) + len(fp))
+        pieces += [key, value]
+        at += len(key) + len(value)
+    expected = "".join(pieces) + "}"
+    return spans if read(len(expected)) == expected else None
 
 
 def _batch_text(b: Batch) -> str:
